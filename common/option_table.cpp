@@ -1,0 +1,79 @@
+// The rows of the option table. To add a setting, add a row here: the plugin, primus-launch,
+// the environment parser and the man page pick it up.
+#include <algorithm>
+
+#include "option_validators.hpp"
+#include "primus/common/options.hpp"
+
+namespace primus {
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = {
+      {"primus", "PRIMUS_FRAMEWORK", "framework", "FRAMEWORK", OptionArg::kOptional,
+       OptionScope::kUser, "pytorch", "", validators::framework,
+       "Run the job or step with Primus, for FRAMEWORK: pytorch (the default when no value is "
+       "given), tensorflow, or none to turn Primus off for a step. The plugstack key sets the "
+       "framework that --primus alone selects; it turns Primus on for no job."},
+      {"primus-ckpt-dir", "PRIMUS_CKPT_DIR", "", "PATH", OptionArg::kRequired, OptionScope::kUser,
+       "", "", validators::path,
+       "Directory for the job's checkpoints. Default: $PRIMUS_JOB_DIR/ckpt. A relative path is "
+       "taken from the submit directory; it must lie under the site's allowed roots, if any."},
+      {"primus-job-dir", "PRIMUS_JOB_DIR", "", "PATH", OptionArg::kRequired, OptionScope::kUser, "",
+       "", validators::path,
+       "Directory for the job's logs and events. Default: primus-$PRIMUS_JOB_ID in the submit "
+       "directory."},
+      {"primus-master-port", "PRIMUS_MASTER_PORT", "master_port", "PORT|auto",
+       OptionArg::kRequired, OptionScope::kUser, "", "auto", validators::port_or_auto,
+       "MASTER_PORT for the rendezvous. auto takes it from the ports Slurm reserved for the step "
+       "(MpiParams=ports) or derives it from the job and step ids."},
+      {"primus-bind-gpus", "PRIMUS_BIND_GPUS", "bind_gpus", "auto|none", OptionArg::kRequired,
+       OptionScope::kUser, "", "auto", validators::auto_or_none,
+       "auto: where every rank of a node sees all of its GPUs, give each local rank a disjoint "
+       "block in CUDA_VISIBLE_DEVICES (GPUs that Slurm bound per task are left alone). none: "
+       "leave CUDA_VISIBLE_DEVICES as Slurm set it."},
+      {"primus-verbose", "PRIMUS_VERBOSE", "verbose", "", OptionArg::kNone, OptionScope::kUser, "1",
+       "0", validators::boolean, "Log what Primus sets up for every rank."},
+      {"port-range", "", "port_range", "LO-HI", OptionArg::kRequired, OptionScope::kSite, "",
+       "20000-29999", validators::port_range,
+       "Site: ports from which steps derive their block when Slurm reserves none (no "
+       "MpiParams=ports in slurm.conf)."},
+      {"ckpt-roots", "", "ckpt_roots", "DIR[:DIR...]", OptionArg::kRequired, OptionScope::kSite,
+       "", "", validators::absolute_path_list,
+       "Site: directories under which checkpoint and job directories must lie. Default: "
+       "anywhere the user may write."},
+  };
+  return table;
+}
+
+const std::vector<std::string_view>& reserved_option_names() {
+  static const std::vector<std::string_view> names = {
+      "primus-data",      "primus-data-format",  "primus-data-mode",
+      "primus-seed",      "primus-shuffle",      "primus-drop-last",
+      "primus-max-requeues", "primus-max-restarts", "primus-preempt-signal"};
+  return names;
+}
+
+namespace {
+
+template <typename Field>
+const OptionSpec* find_by(std::string_view wanted, Field field) {
+  if (wanted.empty()) return nullptr;
+  const auto& table = option_table();
+  const auto it = std::find_if(table.begin(), table.end(),
+                               [&](const OptionSpec& spec) { return spec.*field == wanted; });
+  return it == table.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+const OptionSpec* find_option(std::string_view name) { return find_by(name, &OptionSpec::name); }
+
+const OptionSpec* find_option_by_env(std::string_view env) {
+  return find_by(env, &OptionSpec::env);
+}
+
+const OptionSpec* find_option_by_site_key(std::string_view key) {
+  return find_by(key, &OptionSpec::site_key);
+}
+
+}  // namespace primus

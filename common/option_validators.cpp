@@ -1,0 +1,79 @@
+#include "option_validators.hpp"
+
+#include "primus/common/error.hpp"
+#include "primus/common/parse_number.hpp"
+#include "primus/common/ports.hpp"
+
+namespace primus::validators {
+namespace {
+
+constexpr std::size_t kMaxPathLength = 4095;
+
+bool has_control_character(std::string_view value) {
+  for (const char c : value) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> framework(std::string_view value) {
+  if (value == "pytorch" || value == "tensorflow" || value == "none") return std::nullopt;
+  return "one of pytorch, tensorflow, none";
+}
+
+std::optional<std::string> port_or_auto(std::string_view value) {
+  if (value == "auto") return std::nullopt;
+  const auto port = parse_unsigned(value, 65535);
+  if (port && *port >= 1) return std::nullopt;
+  return "a port number (1-65535) or 'auto'";
+}
+
+std::optional<std::string> auto_or_none(std::string_view value) {
+  if (value == "auto" || value == "none") return std::nullopt;
+  return "'auto' or 'none'";
+}
+
+std::optional<std::string> boolean(std::string_view value) {
+  if (value == "0" || value == "1" || value == "yes" || value == "no" || value == "true" ||
+      value == "false") {
+    return std::nullopt;
+  }
+  return "1/yes/true or 0/no/false";
+}
+
+std::optional<std::string> path(std::string_view value) {
+  if (value.empty() || value.size() > kMaxPathLength || has_control_character(value)) {
+    return "a path (1-4095 characters, no control characters)";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> absolute_path_list(std::string_view value) {
+  const std::string_view expected = "absolute directories separated by ':'";
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t colon = value.find(':', start);
+    const std::string_view item = value.substr(
+        start, colon == std::string_view::npos ? std::string_view::npos : colon - start);
+    if (item.empty() || item.front() != '/' || path(item)) return std::string(expected);
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> port_range(std::string_view value) {
+  try {
+    const PortRange range = parse_port_range(value, "port range");
+    if (derived_slot_count(range) == 0) {
+      return "a port range LO-HI holding at least " + std::to_string(kDerivedPortSlot) + " ports";
+    }
+  } catch (const Error&) {
+    return "a port range LO-HI within 1-65535";
+  }
+  return std::nullopt;
+}
+
+}  // namespace primus::validators

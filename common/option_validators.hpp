@@ -1,0 +1,18 @@
+// Validators used by the option table (internal to libprimus-common).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace primus::validators {
+
+std::optional<std::string> framework(std::string_view value);
+std::optional<std::string> port_or_auto(std::string_view value);
+std::optional<std::string> auto_or_none(std::string_view value);
+std::optional<std::string> boolean(std::string_view value);
+std::optional<std::string> path(std::string_view value);
+std::optional<std::string> absolute_path_list(std::string_view value);
+std::optional<std::string> port_range(std::string_view value);
+
+}  // namespace primus::validators

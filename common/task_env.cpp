@@ -1,0 +1,100 @@
+#include "primus/common/task_env.hpp"
+
+#include "primus/common/error.hpp"
+#include "primus/common/gpu_binding.hpp"
+#include "primus/common/ports.hpp"
+#include "primus/common/slurm_step.hpp"
+
+namespace primus {
+namespace {
+
+// Slurm binds GPUs per task for --gpus-per-task (and --gpu-bind); Primus then keeps its choice.
+bool slurm_bound_gpus_per_task(const Environment& env) {
+  return lookup(env, "SLURM_GPUS_PER_TASK").has_value() ||
+         lookup(env, "SLURM_GPU_BIND").has_value();
+}
+
+std::optional<std::string> bound_gpus(const Environment& env, const ResolvedOptions& options,
+                                      const RankPlacement& self) {
+  if (options.value_or("primus-bind-gpus", "auto") == "none" || slurm_bound_gpus_per_task(env)) {
+    return std::nullopt;
+  }
+  const auto visible = lookup(env, "CUDA_VISIBLE_DEVICES");
+  if (!visible || visible->empty() || self.local_world_size == 1) return std::nullopt;
+  return join_device_list(
+      gpu_block(split_device_list(*visible), self.local_rank, self.local_world_size));
+}
+
+std::vector<std::uint16_t> port_block(const SlurmStep& step, Framework framework,
+                                      const ResolvedOptions& options, std::string& source) {
+  if (step.reserved_ports) {
+    source = "SLURM_STEP_RESV_PORTS";
+    return parse_reserved_ports(*step.reserved_ports);
+  }
+  source = "the derived port slot";
+  const PortRange range =
+      parse_port_range(options.value_or("port-range", "20000-29999"), "port_range");
+  return derive_port_block(step.numeric_job_id, step.step_id, range,
+                           ports_needed(framework, step.topology.tasks_per_node().max_tasks()));
+}
+
+Framework framework_of(const ResolvedOptions& options) {
+  return parse_framework(options.value_or("primus", "pytorch"));
+}
+
+}  // namespace
+
+EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& options,
+                               const AddressResolver& resolve_address) {
+  const SlurmStep step = parse_slurm_step(env);
+  const Framework framework = framework_of(options);
+  std::string block_source;
+  const std::vector<std::uint16_t> block = port_block(step, framework, options, block_source);
+
+  RankEnvInput in;
+  in.framework = framework;
+  in.topology = &step.topology;
+  in.options = &options;
+  in.self = step.self;
+  in.master_addr = resolve_address(step.topology.nodes().at(0));
+  in.ports = assign_ports(framework, step.topology.tasks_per_node().max_tasks(), block,
+                          block_source, options.value_or("primus-master-port", "auto"));
+  in.job_id = step.job_id;
+  in.restart_count = step.restart_count;
+  in.submit_dir = lookup(env, "SLURM_SUBMIT_DIR").value_or(lookup(env, "PWD").value_or("/"));
+  in.bootstrap = lookup(env, "PMIX_RANK") ? Bootstrap::kPmix : Bootstrap::kTcp;
+  in.job_secret = lookup(env, "PRIMUS_JOB_SECRET").value_or("");
+  in.cpus_per_rank = step.cpus_per_task;
+  in.user_set_omp_num_threads = lookup(env, "OMP_NUM_THREADS").has_value();
+  in.cuda_visible_devices = bound_gpus(env, options, step.self);
+  return rank_environment(in);
+}
+
+EnvList one_machine_environment(const OneMachineJob& job, std::uint32_t rank,
+                                const Environment& process_env, const ResolvedOptions& options) {
+  const Topology topology = Topology::one_machine(job.nproc, job.hostname);
+  const Framework framework = framework_of(options);
+  const PortRange range =
+      parse_port_range(options.value_or("port-range", "20000-29999"), "port_range");
+  const std::vector<std::uint16_t> block =
+      derive_port_block(job.port_seed, 0, range, ports_needed(framework, job.nproc));
+
+  RankEnvInput in;
+  in.framework = framework;
+  in.topology = &topology;
+  in.options = &options;
+  in.self = topology.place(rank);
+  in.master_addr = "127.0.0.1";
+  in.ports = assign_ports(framework, job.nproc, block, "the derived port slot",
+                          options.value_or("primus-master-port", "auto"));
+  in.job_id = job.job_id;
+  in.restart_count = job.restart_count;
+  in.submit_dir = job.submit_dir;
+  in.bootstrap = Bootstrap::kTcp;
+  in.job_secret = job.job_secret;
+  in.user_set_omp_num_threads = lookup(process_env, "OMP_NUM_THREADS").has_value();
+  in.cuda_visible_devices = bound_gpus(process_env, options, in.self);
+  return rank_environment(in);
+}
+
+}  // namespace primus

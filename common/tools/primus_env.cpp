@@ -1,0 +1,136 @@
+// primus-env: prints the Primus rank environment, computed by the same code as the SPANK plugin
+// and primus-launch. Under srun it prints the calling task's; with --nproc N, each of N ranks on
+// this machine. The job secret is always redacted.
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "primus/common.hpp"
+
+extern char** environ;
+
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: primus-env [--primus[=FRAMEWORK]] [--primus-OPTION=VALUE ...] [--nproc N]\n"
+    "\n"
+    "Prints the environment Primus gives a rank (secrets redacted).\n"
+    "  under srun     the calling task's variables, from its Slurm step environment\n"
+    "  --nproc N      the variables of each of N ranks on this machine (no Slurm)\n"
+    "  --help         this text; --version the version\n"
+    "\n"
+    "Every --primus option of srun and sbatch is accepted (see primus(7)); PRIMUS_* variables\n"
+    "in the environment apply below them.\n";
+
+primus::Environment process_environment() {
+  primus::Environment env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const char* text = *entry;
+    const char* eq = std::strchr(text, '=');
+    if (eq != nullptr) env.emplace(std::string(text, eq), std::string(eq + 1));
+  }
+  return env;
+}
+
+// The first IPv4 address of `host`, as peers would connect to it; the name itself on failure.
+std::string resolve_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return host;
+  char text[NI_MAXHOST] = {};
+  const int rc = getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0,
+                             NI_NUMERICHOST);
+  freeaddrinfo(found);
+  return rc == 0 ? std::string(text) : host;
+}
+
+std::string this_hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+std::string current_dir() {
+  std::vector<char> buffer(4096);
+  if (getcwd(buffer.data(), buffer.size()) == nullptr) return "/";
+  return buffer.data();
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> given;
+  std::optional<std::uint64_t> nproc;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--version") {
+      std::cout << "primus-env " << PACKAGE_VERSION << "\n";
+      return 0;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      throw primus::Error("unexpected argument '" + arg + "' (see --help)");
+    }
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::optional<std::string> value;
+    if (eq != std::string::npos) value = arg.substr(eq + 1);
+    if (name == "nproc") {
+      if (!value && i + 1 < argc) value = argv[++i];
+      nproc = value ? primus::parse_unsigned(*value, 4096) : std::nullopt;
+      if (!nproc || *nproc == 0) {
+        throw primus::Error("--nproc: expected a number of ranks from 1 to 4096, got '" +
+                            value.value_or("") + "'");
+      }
+      continue;
+    }
+    given.emplace_back(name, value);
+  }
+
+  const primus::Environment env = process_environment();
+  const primus::ResolvedOptions options = primus::ResolvedOptions::resolve(
+      {primus::parse_environment_options(env),
+       primus::parse_command_line_options(primus::OptionSource::kSrun, given)});
+
+  if (nproc) {
+    primus::OneMachineJob job;
+    job.nproc = static_cast<std::uint32_t>(*nproc);
+    job.hostname = this_hostname();
+    job.job_id = "local-" + std::to_string(getpid());
+    job.submit_dir = current_dir();
+    job.port_seed = static_cast<std::uint64_t>(getpid());
+    for (std::uint32_t rank = 0; rank < job.nproc; ++rank) {
+      std::cout << "# rank " << rank << "\n"
+                << primus::format_environment(
+                       primus::one_machine_environment(job, rank, env, options));
+    }
+    return 0;
+  }
+  if (!primus::lookup(env, "SLURM_STEP_ID")) {
+    throw primus::Error("not inside a Slurm job step (SLURM_STEP_ID is not set): run it under "
+                        "srun, or give --nproc N");
+  }
+  std::cout << primus::format_environment(
+      primus::slurm_task_environment(env, options, resolve_address));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "primus-env: " << e.what() << "\n";
+    return 2;
+  }
+}

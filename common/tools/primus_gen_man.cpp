@@ -1,0 +1,83 @@
+// Writes the primus(7) man page, the settings section generated from the option table, so that
+// the manual names every option, variable and plugstack key exactly as the code does.
+#include <iostream>
+#include <string>
+#include <string_view>
+
+#include "primus/common/options.hpp"
+#include "primus/common/rank_env.hpp"
+
+namespace {
+
+// Escapes text for troff: backslashes, and a leading dot or quote.
+std::string troff(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out += c;
+    }
+  }
+  if (!out.empty() && (out.front() == '.' || out.front() == '\'')) out.insert(0, "\\&");
+  return out;
+}
+
+void write_option(const primus::OptionSpec& spec) {
+  std::cout << ".TP\n";
+  if (spec.scope == primus::OptionScope::kSite) {
+    std::cout << ".B " << troff(spec.site_key) << "=" << troff(spec.placeholder) << "\n";
+  } else {
+    std::cout << ".B \\-\\-" << troff(spec.name);
+    if (spec.arg == primus::OptionArg::kRequired) std::cout << "=" << troff(spec.placeholder);
+    if (spec.arg == primus::OptionArg::kOptional) std::cout << "[=" << troff(spec.placeholder) << "]";
+    std::cout << "\n";
+  }
+  std::cout << troff(spec.help) << "\n";
+  std::cout << ".br\n";
+  if (!spec.env.empty()) std::cout << "Environment: \\fB" << troff(spec.env) << "\\fR. ";
+  if (!spec.site_key.empty() && spec.scope == primus::OptionScope::kUser) {
+    std::cout << "Site default (plugstack): \\fB" << troff(spec.site_key) << "\\fR. ";
+  }
+  if (!spec.default_value.empty()) std::cout << "Default: " << troff(spec.default_value) << ".";
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string version = argc > 1 ? argv[1] : "unknown";
+  std::cout << ".TH PRIMUS 7 \"\" \"primus " << troff(version) << "\" \"Primus for Slurm\"\n"
+            << ".SH NAME\nprimus \\- distributed PyTorch and TensorFlow training on Slurm\n"
+            << ".SH SYNOPSIS\n.nf\n#SBATCH \\-\\-primus=pytorch\nsrun python train.py\n.fi\n"
+            << ".SH DESCRIPTION\n"
+            << "Primus wires every rank of a Slurm job step: rank numbers, the rendezvous "
+               "(MASTER_ADDR, MASTER_PORT, TF_CONFIG), GPU binding and its own settings. Every "
+               "setting below is accepted, with one name and one validation, by srun, sbatch and "
+               "salloc (the SPANK plugin), by primus\\-launch, and from the environment.\n"
+            << ".SH OPTIONS\n";
+  for (const primus::OptionSpec& spec : primus::option_table()) {
+    if (spec.scope == primus::OptionScope::kUser) write_option(spec);
+  }
+  std::cout << ".SH SITE CONFIGURATION\n"
+               "Arguments after the plugin's path on its plugstack.conf line, as key=value. An "
+               "unknown key or a bad value is an error naming the key.\n";
+  for (const primus::OptionSpec& spec : primus::option_table()) {
+    if (spec.scope == primus::OptionScope::kSite) write_option(spec);
+  }
+  std::cout << ".SH PRECEDENCE\n"
+               "Lowest first: the built-in default, the plugstack argument, the PRIMUS_* "
+               "environment variable, the sbatch or salloc option, the srun option.\n"
+            << ".SH ENVIRONMENT\n"
+               "Every rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, "
+               "NODE_RANK, MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT as torchrun "
+               "sets them; TF_CONFIG with \\-\\-primus=tensorflow; CUDA_VISIBLE_DEVICES where "
+               "Primus binds GPUs; OMP_NUM_THREADS unless already set; and PRIMUS_ENV_VERSION="
+            << primus::kPrimusEnvVersion
+            << ", PRIMUS_JOB_ID, PRIMUS_JOB_DIR, PRIMUS_CKPT_DIR, PRIMUS_RESTART_COUNT, "
+               "PRIMUS_PORT, PRIMUS_BOOTSTRAP and PRIMUS_JOB_SECRET (never printed).\n"
+            << ".SH SEE ALSO\nsrun(1), sbatch(1), spank(8)\n";
+  return 0;
+}

@@ -1,0 +1,37 @@
+// The block of TCP ports a step uses on every node: from Slurm's reservation
+// (SLURM_STEP_RESV_PORTS, with MpiParams=ports=LO-HI) or derived from (job id, step id).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace primus {
+
+struct PortRange {
+  std::uint16_t lo = 0;
+  std::uint16_t hi = 0;  // inclusive
+  std::uint32_t size() const noexcept { return std::uint32_t{hi} - lo + 1U; }
+};
+
+// "LO-HI" with 1 <= LO <= HI <= 65535. `what` names the option or variable in errors.
+PortRange parse_port_range(std::string_view text, std::string_view what);
+
+// SLURM_STEP_RESV_PORTS: "12001-12003" or a comma list of ports and ranges.
+std::vector<std::uint16_t> parse_reserved_ports(std::string_view text);
+
+// The derived path hands out aligned slots of this many ports.
+constexpr std::uint32_t kDerivedPortSlot = 32;
+
+// A slot of `range` chosen from (job_id, step_id): consecutive steps of one job take consecutive
+// slots (mod the slot count), so that no two steps of one job collide while the job has fewer
+// live steps than slots; unrelated jobs collide with probability 1/slots per pair. Returns the
+// first `count` ports of the slot. Throws Error when count > kDerivedPortSlot or the range holds
+// no slot.
+std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t step_id,
+                                             PortRange range, std::uint32_t count);
+
+// Number of slots in `range` for the derived path.
+std::uint32_t derived_slot_count(PortRange range) noexcept;
+
+}  // namespace primus

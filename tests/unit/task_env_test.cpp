@@ -1,0 +1,116 @@
+#include "primus/common/task_env.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "primus/common/error.hpp"
+#include "primus/common/ports.hpp"
+
+namespace primus {
+namespace {
+
+std::map<std::string, std::string> as_map(const EnvList& list) {
+  return {list.begin(), list.end()};
+}
+
+// Task 3 of `srun -N2 -n4 --gpus-per-node=4` on n[3-4]: second task on n4.
+Environment gpu_task() {
+  return {{"SLURM_JOB_ID", "310"},       {"SLURM_STEP_ID", "2"},
+          {"SLURM_STEP_NODELIST", "n[3-4]"}, {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+          {"SLURM_PROCID", "3"},         {"SLURM_NODEID", "1"},
+          {"SLURM_LOCALID", "1"},        {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
+          {"SLURM_SUBMIT_DIR", "/home/u"}, {"PRIMUS_JOB_SECRET", "k"}};
+}
+
+std::string address_of(const std::string& host) { return "addr-of-" + host; }
+
+TEST(SlurmTaskEnvironment, BindsADisjointGpuBlockAndUsesTheFirstNodeAddress) {
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  const auto env = as_map(slurm_task_environment(gpu_task(), options, address_of));
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "addr-of-n3");
+  EXPECT_EQ(env.at("RANK"), "3");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(env.at("PRIMUS_BOOTSTRAP"), "tcp");
+  EXPECT_EQ(env.at("PRIMUS_JOB_DIR"), "/home/u/primus-310");
+  EXPECT_EQ(env.at("PRIMUS_JOB_SECRET"), "k");
+}
+
+TEST(SlurmTaskEnvironment, LeavesGpusAloneWhenSlurmBoundThemOrTheUserSaidNone) {
+  Environment task = gpu_task();
+  task["SLURM_GPUS_PER_TASK"] = "2";
+  task["CUDA_VISIBLE_DEVICES"] = "0,1";
+  const ResolvedOptions defaults = ResolvedOptions::resolve({});
+  EXPECT_EQ(as_map(slurm_task_environment(task, defaults, address_of)).count("CUDA_VISIBLE_DEVICES"),
+            0U);
+  const ResolvedOptions none = ResolvedOptions::resolve(
+      {parse_command_line_options(OptionSource::kSrun, {{"primus-bind-gpus", "none"}})});
+  EXPECT_EQ(as_map(slurm_task_environment(gpu_task(), none, address_of)).count("CUDA_VISIBLE_DEVICES"),
+            0U);
+}
+
+TEST(SlurmTaskEnvironment, MoreRanksThanGpusIsAnError) {
+  Environment task = gpu_task();
+  task["CUDA_VISIBLE_DEVICES"] = "0";
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  try {
+    slurm_task_environment(task, options, address_of);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 ranks on this node but 1 GPUs"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SlurmTaskEnvironment, PortsFromSlurmReservationOrDerived) {
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  Environment task = gpu_task();
+  task["SLURM_STEP_RESV_PORTS"] = "12004-12006";
+  auto env = as_map(slurm_task_environment(task, options, address_of));
+  EXPECT_EQ(env.at("MASTER_PORT"), "12004");
+  EXPECT_EQ(env.at("PRIMUS_PORT"), "12005");
+
+  task.erase("SLURM_STEP_RESV_PORTS");
+  env = as_map(slurm_task_environment(task, options, address_of));
+  const auto block = derive_port_block(310, 2, PortRange{20000, 29999}, 2);
+  EXPECT_EQ(env.at("MASTER_PORT"), std::to_string(block[0]));
+  EXPECT_EQ(env.at("PRIMUS_PORT"), std::to_string(block[1]));
+}
+
+TEST(SlurmTaskEnvironment, PmixAndThreads) {
+  Environment task = gpu_task();
+  task["PMIX_RANK"] = "3";
+  task["SLURM_CPUS_PER_TASK"] = "6";
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  auto env = as_map(slurm_task_environment(task, options, address_of));
+  EXPECT_EQ(env.at("PRIMUS_BOOTSTRAP"), "pmix");
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "6");
+  task["OMP_NUM_THREADS"] = "1";
+  env = as_map(slurm_task_environment(task, options, address_of));
+  EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0U);
+}
+
+TEST(OneMachineEnvironment, EveryRankOnLocalhost) {
+  OneMachineJob job;
+  job.nproc = 3;
+  job.hostname = "box";
+  job.job_id = "local-1";
+  job.submit_dir = "/w";
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  std::string master_port;
+  for (std::uint32_t rank = 0; rank < 3; ++rank) {
+    const auto env = as_map(one_machine_environment(job, rank, {}, options));
+    EXPECT_EQ(env.at("RANK"), std::to_string(rank));
+    EXPECT_EQ(env.at("LOCAL_RANK"), std::to_string(rank));
+    EXPECT_EQ(env.at("WORLD_SIZE"), "3");
+    EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "3");
+    EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+    if (rank == 0) master_port = env.at("MASTER_PORT");
+    EXPECT_EQ(env.at("MASTER_PORT"), master_port);
+  }
+}
+
+}  // namespace
+}  // namespace primus
