@@ -22,17 +22,21 @@ std::optional<std::string> lookup(const Environment& env, std::string_view name)
   return it->second;
 }
 
-bool is_secret_variable(std::string_view name) { return name == "PRIMUS_JOB_SECRET"; }
+bool is_secret_variable(std::string_view name) {
+  return name == "PRIMUS_JOB_SECRET";
+}
 
 std::string format_environment(const EnvList& vars) {
   std::string out;
-  for (const auto& [name, value] : vars) append_line(out, name, value);
+  for (const auto& [name, value] : vars)
+    append_line(out, name, value);
   return out;
 }
 
 std::string format_environment(const Environment& vars) {
   std::string out;
-  for (const auto& [name, value] : vars) append_line(out, name, value);
+  for (const auto& [name, value] : vars)
+    append_line(out, name, value);
   return out;
 }
 

@@ -21,20 +21,28 @@ constexpr std::size_t kNone = std::string_view::npos;
 constexpr std::uint64_t kUint64Max = std::numeric_limits<std::uint64_t>::max();
 
 // Slurm 22.05 limits.
-constexpr std::uint64_t kMaxHostsInRange = 65536;       // "lo-hi" inside brackets
-constexpr std::uint64_t kMaxPrefixValues = 65536;       // values of a bracket before the last
-constexpr std::size_t kMaxRangesInBracket = 262144;     // Slurm exits beyond this
-constexpr std::size_t kMaxHosts = INT_MAX;              // Slurm counts hosts in an int
+constexpr std::uint64_t kMaxHostsInRange = 65536;    // "lo-hi" inside brackets
+constexpr std::uint64_t kMaxPrefixValues = 65536;    // values of a bracket before the last
+constexpr std::size_t kMaxRangesInBracket = 262144;  // Slurm exits beyond this
+constexpr std::size_t kMaxHosts = INT_MAX;           // Slurm counts hosts in an int
 // Primus limits, far beyond any real cluster, where Slurm crashes, hangs or runs out of memory.
-constexpr std::uint64_t kMaxNumber = kUint64Max - 1;    // Slurm saturates at 2^64-1, then crashes
+constexpr std::uint64_t kMaxNumber = kUint64Max - 1;  // Slurm saturates at 2^64-1, then crashes
 constexpr std::size_t kMaxPushedRanges = std::size_t{1} << 20;  // ranges before joining
 constexpr std::size_t kMaxPrefixBytes = std::size_t{1} << 26;   // bytes of generated prefixes
 
-bool is_separator(char c) { return c == ',' || c == ' ' || c == '\t'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_c_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool is_separator(char c) {
+  return c == ',' || c == ' ' || c == '\t';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_c_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
 
-std::uint64_t range_count(std::uint64_t lo, std::uint64_t hi) { return hi - lo + 1; }
+std::uint64_t range_count(std::uint64_t lo, std::uint64_t hi) {
+  return hi - lo + 1;
+}
 
 // A number read as C's strtoul(text, &end, 10) reads it: leading white space, an optional sign,
 // then digits. Too large a value saturates at 2^64-1; a '-' negates modulo 2^64.
@@ -45,7 +53,8 @@ struct CNumber {
 
 CNumber read_c_number(std::string_view s, std::size_t begin, std::size_t end) {
   std::size_t i = begin;
-  while (i < end && is_c_space(s[i])) ++i;
+  while (i < end && is_c_space(s[i]))
+    ++i;
   bool negative = false;
   if (i < end && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
   const std::size_t first_digit = i;
@@ -64,14 +73,16 @@ CNumber read_c_number(std::string_view s, std::size_t begin, std::size_t end) {
 // Where digits were expected in [begin, end): after any white space and sign.
 std::size_t digits_expected_at(std::string_view s, std::size_t begin, std::size_t end) {
   std::size_t i = begin;
-  while (i < end && is_c_space(s[i])) ++i;
+  while (i < end && is_c_space(s[i]))
+    ++i;
   if (i < end && (s[i] == '+' || s[i] == '-')) ++i;
   return i;
 }
 
 std::size_t count_digits(std::uint64_t n) {
   std::size_t digits = 1;
-  while (n /= 10) ++digits;
+  while (n /= 10)
+    ++digits;
   return digits;
 }
 
@@ -89,7 +100,8 @@ void append_number(std::string& out, std::uint64_t n, int width) {
 // same point must be identical.
 std::size_t digit_run(std::string_view s, std::size_t i) {
   std::size_t j = i;
-  while (j < s.size() && is_digit(s[j])) ++j;
+  while (j < s.size() && is_digit(s[j]))
+    ++j;
   return j - i;
 }
 
@@ -97,8 +109,10 @@ bool natural_equal(std::string_view a, std::string_view b) {
   std::size_t i = 0;
   std::size_t j = 0;
   for (;;) {
-    while (i < a.size() && is_c_space(a[i])) ++i;
-    while (j < b.size() && is_c_space(b[j])) ++j;
+    while (i < a.size() && is_c_space(a[i]))
+      ++i;
+    while (j < b.size() && is_c_space(b[j]))
+      ++j;
     if (i == a.size() || j == b.size()) return i == a.size() && j == b.size();
     if (is_digit(a[i]) && is_digit(b[j])) {
       const std::size_t run = digit_run(a, i);
@@ -217,15 +231,15 @@ std::uint64_t saturating_multiply(std::uint64_t a, std::uint64_t b) {
 // from the right: the last '[' and the last ']' after it) multiplies the host name prefixes.
 class Hostlist::Parser {
  public:
-  explicit Parser(std::string_view text)
-      : text_(text), opens_(text, '['), closes_(text, ']') {}
+  explicit Parser(std::string_view text) : text_(text), opens_(text, '['), closes_(text, ']') {}
 
   Hostlist run() {
     const std::size_t nul = text_.find('\0');
     if (nul != kNone) fail(nul, "unexpected NUL byte");
     std::size_t pos = 0;
     for (;;) {
-      while (pos < text_.size() && is_separator(text_[pos])) ++pos;
+      while (pos < text_.size() && is_separator(text_[pos]))
+        ++pos;
       if (pos == text_.size()) break;
       const std::size_t end = entry_end(pos);
       parse_entry(pos, end);
@@ -245,9 +259,7 @@ class Hostlist::Parser {
   [[noreturn]] void fail(std::size_t position, const std::string& expected) const {
     throw ParseError(describe(text_, position, expected), position);
   }
-  [[noreturn]] void fail(const Failure& failure) const {
-    fail(failure.position, failure.expected);
-  }
+  [[noreturn]] void fail(const Failure& failure) const { fail(failure.position, failure.expected); }
 
   // The end of the entry starting at `begin`: the next separator that is not inside a bracket
   // span, a span running from the first '[' to the first ']' after the last span.
@@ -255,7 +267,8 @@ class Hostlist::Parser {
     std::size_t end = begin;
     std::size_t scan = begin;
     for (;;) {
-      while (end < text_.size() && !is_separator(text_[end])) ++end;
+      while (end < text_.size() && !is_separator(text_[end]))
+        ++end;
       std::size_t close = kNone;
       for (;;) {
         const std::size_t open = opens_.next(scan);
@@ -281,7 +294,8 @@ class Hostlist::Parser {
   // Slurm keeps an entry whose last '[' is never closed: "a[1-2" names the host "a]" and
   // "[1-2" the host "1-2".
   void push_unclosed(std::size_t begin, std::size_t open, std::size_t end) {
-    if (open > begin) return push_plain(std::string(text_.substr(begin, open - begin)) + "]", begin);
+    if (open > begin)
+      return push_plain(std::string(text_.substr(begin, open - begin)) + "]", begin);
     push_plain(std::string(text_.substr(open + 1, end - open - 1)), open + 1);
   }
 
@@ -294,7 +308,8 @@ class Hostlist::Parser {
   // name starts in `text`, for errors.
   static Range plain_range(std::string_view name, std::size_t position, std::string_view text) {
     std::size_t digits = 0;
-    while (digits < name.size() && is_digit(name[name.size() - 1 - digits])) ++digits;
+    while (digits < name.size() && is_digit(name[name.size() - 1 - digits]))
+      ++digits;
     const std::size_t start = name.size() - digits;
     Range range;
     range.prefix = std::string(name.substr(0, start));
@@ -375,8 +390,8 @@ class Hostlist::Parser {
     RangeList list;
     for (std::size_t item = begin;; ++item) {
       if (list.ranges.size() == kMaxRangesInBracket) {
-        fail(item, "expected at most " + std::to_string(kMaxRangesInBracket) +
-                       " ranges in one bracket");
+        fail(item,
+             "expected at most " + std::to_string(kMaxRangesInBracket) + " ranges in one bracket");
       }
       const std::size_t comma = find_in(text_, ',', item, end);
       const std::size_t item_end = comma == kNone ? end : comma;
@@ -402,7 +417,8 @@ class Hostlist::Parser {
       return Failure{dash + 1, "expected a number after '-'"};
     }
     const CNumber lo = read_c_number(text_, begin, lo_end);
-    if (lo.end == begin) return Failure{digits_expected_at(text_, begin, lo_end), "expected a number"};
+    if (lo.end == begin)
+      return Failure{digits_expected_at(text_, begin, lo_end), "expected a number"};
     out = {lo.value, lo.value, static_cast<int>(lo_end - begin), begin};
     if (dash != kNone && dash + 1 < end) {
       const CNumber hi = read_c_number(text_, dash + 1, end);
@@ -421,7 +437,8 @@ class Hostlist::Parser {
                                      std::size_t end) const {
     const std::string item(text_.substr(begin, end - begin));
     if (range.lo > range.hi) {
-      return Failure{begin, "expected a range whose end is not below its start, not '" + item + "'"};
+      return Failure{begin,
+                     "expected a range whose end is not below its start, not '" + item + "'"};
     }
     if (range_count(range.lo, range.hi) > kMaxHostsInRange) {
       return Failure{begin, "expected at most " + std::to_string(kMaxHostsInRange) +
@@ -458,7 +475,8 @@ class Hostlist::Parser {
     std::uint64_t pushes = last_ranges;
     for (const std::vector<NumberRange>& ranges : values) {
       std::uint64_t count = 0;
-      for (const NumberRange& range : ranges) count += range_count(range.lo, range.hi);
+      for (const NumberRange& range : ranges)
+        count += range_count(range.lo, range.hi);
       pushes = saturating_multiply(pushes, count);
     }
     if (pushes > kMaxPushedRanges - pushed_ranges_) fail(position, too_many_ranges());
@@ -501,9 +519,13 @@ class Hostlist::Parser {
 
 // ---------------------------------------------------------------------------------------------
 
-Hostlist Hostlist::parse(std::string_view text) { return Parser(text).run(); }
+Hostlist Hostlist::parse(std::string_view text) {
+  return Parser(text).run();
+}
 
-void Hostlist::push_host(std::string_view host) { push_range(Parser::plain_range(host, 0, host)); }
+void Hostlist::push_host(std::string_view host) {
+  push_range(Parser::plain_range(host, 0, host));
+}
 
 void Hostlist::push_range(const Range& range) {
   if (!ranges_.empty()) {
@@ -523,7 +545,9 @@ void Hostlist::push_range(const Range& range) {
   ranges_.push_back(range);
 }
 
-std::size_t Hostlist::size() const noexcept { return ends_.empty() ? 0 : ends_.back(); }
+std::size_t Hostlist::size() const noexcept {
+  return ends_.empty() ? 0 : ends_.back();
+}
 
 std::string Hostlist::host_name(std::size_t range_index, std::size_t offset) const {
   const Range& range = ranges_[range_index];
@@ -537,8 +561,8 @@ std::string Hostlist::at(std::size_t index) const {
     throw std::out_of_range("Hostlist::at: index " + std::to_string(index) + " past the end (" +
                             std::to_string(size()) + " hosts)");
   }
-  const std::size_t k = static_cast<std::size_t>(
-      std::upper_bound(ends_.begin(), ends_.end(), index) - ends_.begin());
+  const std::size_t k =
+      static_cast<std::size_t>(std::upper_bound(ends_.begin(), ends_.end(), index) - ends_.begin());
   return host_name(k, index - (k == 0 ? 0 : ends_[k - 1]));
 }
 
@@ -547,7 +571,8 @@ std::vector<std::string> Hostlist::expand() const {
   hosts.reserve(size());
   for (std::size_t k = 0; k < ranges_.size(); ++k) {
     const std::size_t count = ends_[k] - (k == 0 ? 0 : ends_[k - 1]);
-    for (std::size_t i = 0; i < count; ++i) hosts.push_back(host_name(k, i));
+    for (std::size_t i = 0; i < count; ++i)
+      hosts.push_back(host_name(k, i));
   }
   return hosts;
 }
@@ -576,8 +601,8 @@ std::string Hostlist::compress() const {
   for (std::size_t i = 0; i < ranges_.size();) {
     if (i > 0) out += ',';
     const Range& first = ranges_[i];
-    const bool bracket = (first.numbered && first.lo != first.hi) ||
-                         (i + 1 < ranges_.size() && same_run(i, i + 1));
+    const bool bracket =
+        (first.numbered && first.lo != first.hi) || (i + 1 < ranges_.size() && same_run(i, i + 1));
     out += first.prefix;
     if (bracket) out += '[';
     std::size_t j = i;

@@ -126,7 +126,8 @@ OptionLayer parse_command_line_options(
 
 ResolvedOptions ResolvedOptions::resolve(const std::vector<OptionLayer>& layers) {
   std::vector<const OptionLayer*> ordered;
-  for (const OptionLayer& layer : layers) ordered.push_back(&layer);
+  for (const OptionLayer& layer : layers)
+    ordered.push_back(&layer);
   std::stable_sort(ordered.begin(), ordered.end(), [](const OptionLayer* a, const OptionLayer* b) {
     return a->source < b->source;
   });

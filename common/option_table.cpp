@@ -22,8 +22,8 @@ const std::vector<OptionSpec>& option_table() {
        "", validators::path,
        "Directory for the job's logs and events. Default: primus-$PRIMUS_JOB_ID in the submit "
        "directory."},
-      {"primus-master-port", "PRIMUS_MASTER_PORT", "master_port", "PORT|auto",
-       OptionArg::kRequired, OptionScope::kUser, "", "auto", validators::port_or_auto,
+      {"primus-master-port", "PRIMUS_MASTER_PORT", "master_port", "PORT|auto", OptionArg::kRequired,
+       OptionScope::kUser, "", "auto", validators::port_or_auto,
        "MASTER_PORT for the rendezvous. auto takes it from the ports Slurm reserved for the step "
        "(MpiParams=ports) or derives it from the job and step ids."},
       {"primus-bind-gpus", "PRIMUS_BIND_GPUS", "bind_gpus", "auto|none", OptionArg::kRequired,
@@ -37,8 +37,8 @@ const std::vector<OptionSpec>& option_table() {
        "20000-29999", validators::port_range,
        "Site: ports from which steps derive their block when Slurm reserves none (no "
        "MpiParams=ports in slurm.conf)."},
-      {"ckpt-roots", "", "ckpt_roots", "DIR[:DIR...]", OptionArg::kRequired, OptionScope::kSite,
-       "", "", validators::absolute_path_list,
+      {"ckpt-roots", "", "ckpt_roots", "DIR[:DIR...]", OptionArg::kRequired, OptionScope::kSite, "",
+       "", validators::absolute_path_list,
        "Site: directories under which checkpoint and job directories must lie. Default: "
        "anywhere the user may write."},
   };
@@ -47,8 +47,8 @@ const std::vector<OptionSpec>& option_table() {
 
 const std::vector<std::string_view>& reserved_option_names() {
   static const std::vector<std::string_view> names = {
-      "primus-data",      "primus-data-format",  "primus-data-mode",
-      "primus-seed",      "primus-shuffle",      "primus-drop-last",
+      "primus-data",         "primus-data-format",  "primus-data-mode",
+      "primus-seed",         "primus-shuffle",      "primus-drop-last",
       "primus-max-requeues", "primus-max-restarts", "primus-preempt-signal"};
   return names;
 }
@@ -66,7 +66,9 @@ const OptionSpec* find_by(std::string_view wanted, Field field) {
 
 }  // namespace
 
-const OptionSpec* find_option(std::string_view name) { return find_by(name, &OptionSpec::name); }
+const OptionSpec* find_option(std::string_view name) {
+  return find_by(name, &OptionSpec::name);
+}
 
 const OptionSpec* find_option_by_env(std::string_view env) {
   return find_by(env, &OptionSpec::env);

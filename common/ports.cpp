@@ -39,8 +39,8 @@ std::vector<std::uint16_t> parse_reserved_ports(std::string_view text) {
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view item =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     const std::size_t dash = item.find('-');
     std::optional<std::uint64_t> lo;
     std::optional<std::uint64_t> hi;
@@ -87,7 +87,8 @@ std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t
   const std::uint32_t first = range.lo + static_cast<std::uint32_t>(slot) * kDerivedPortSlot;
   std::vector<std::uint16_t> block;
   block.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i) block.push_back(static_cast<std::uint16_t>(first + i));
+  for (std::uint32_t i = 0; i < count; ++i)
+    block.push_back(static_cast<std::uint16_t>(first + i));
   return block;
 }
 

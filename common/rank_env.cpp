@@ -82,8 +82,8 @@ std::string tf_config(const Topology& topology, std::uint64_t rank,
   const std::string prefix = R"({"cluster": {"worker": [)";
   const std::string suffix =
       R"(]}, "task": {"type": "worker", "index": )" + std::to_string(rank) + "}}";
-  const std::size_t fixed = std::string_view("TF_CONFIG=").size() + prefix.size() +
-                            suffix.size() + 1;  // + NUL
+  const std::size_t fixed =
+      std::string_view("TF_CONFIG=").size() + prefix.size() + suffix.size() + 1;  // + NUL
   std::string config = prefix;
   for (std::uint64_t worker = 0; worker < topology.world_size(); ++worker) {
     const RankPlacement placement = topology.place(worker);
@@ -91,8 +91,8 @@ std::string tf_config(const Topology& topology, std::uint64_t rank,
       throw Error("TF_CONFIG: no port for local rank " + std::to_string(placement.local_rank));
     }
     if (worker > 0) config += ", ";
-    config += json_quote(placement.hostname + ":" +
-                         std::to_string(worker_ports[placement.local_rank]));
+    config +=
+        json_quote(placement.hostname + ":" + std::to_string(worker_ports[placement.local_rank]));
     if (config.size() + fixed > kMaxEnvStringBytes) {
       throw Error("TF_CONFIG for " + std::to_string(topology.world_size()) +
                   " workers exceeds Linux's limit of " + std::to_string(kMaxEnvStringBytes) +

@@ -12,8 +12,9 @@ namespace {
 std::string required(const Environment& env, std::string_view name) {
   auto value = lookup(env, name);
   if (!value || value->empty()) {
-    throw Error(std::string(name) + " is not set: expected the environment of a Slurm job step "
-                                    "(run the command under srun)");
+    throw Error(std::string(name) +
+                " is not set: expected the environment of a Slurm job step "
+                "(run the command under srun)");
   }
   return *value;
 }
@@ -53,11 +54,14 @@ constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 40;
 
 const std::vector<std::string_view>& slurm_step_variables() {
   static const std::vector<std::string_view> names = {
-      "SLURM_JOB_ID",          "SLURM_ARRAY_JOB_ID",    "SLURM_ARRAY_TASK_ID",
-      "SLURM_STEP_ID",         "SLURM_STEP_NODELIST",   "SLURM_STEP_NUM_NODES",
-      "SLURM_STEP_NUM_TASKS",  "SLURM_STEP_TASKS_PER_NODE", "SLURM_DISTRIBUTION",
-      "SLURM_PROCID",          "SLURM_NODEID",          "SLURM_LOCALID",
-      "SLURM_RESTART_COUNT",   "SLURM_STEP_RESV_PORTS", "SLURM_CPUS_PER_TASK"};
+      "SLURM_JOB_ID",         "SLURM_ARRAY_JOB_ID",
+      "SLURM_ARRAY_TASK_ID",  "SLURM_STEP_ID",
+      "SLURM_STEP_NODELIST",  "SLURM_STEP_NUM_NODES",
+      "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE",
+      "SLURM_DISTRIBUTION",   "SLURM_PROCID",
+      "SLURM_NODEID",         "SLURM_LOCALID",
+      "SLURM_RESTART_COUNT",  "SLURM_STEP_RESV_PORTS",
+      "SLURM_CPUS_PER_TASK"};
   return names;
 }
 
@@ -67,8 +71,8 @@ std::string primus_job_id(const Environment& env) {
   const auto array_task = optional_number(env, "SLURM_ARRAY_TASK_ID", kMaxId);
   if (array_job.has_value() != array_task.has_value()) {
     throw Error(std::string(array_job ? "SLURM_ARRAY_TASK_ID" : "SLURM_ARRAY_JOB_ID") +
-                " is not set although " + (array_job ? "SLURM_ARRAY_JOB_ID" : "SLURM_ARRAY_TASK_ID") +
-                " is");
+                " is not set although " +
+                (array_job ? "SLURM_ARRAY_JOB_ID" : "SLURM_ARRAY_TASK_ID") + " is");
   }
   if (array_job) return std::to_string(*array_job) + "_" + std::to_string(*array_task);
   return std::to_string(job);
@@ -104,8 +108,8 @@ SlurmStep parse_slurm_step(const Environment& env) {
 
   const std::uint64_t rank = required_number(env, "SLURM_PROCID", kMaxCount);
   if (rank >= num_tasks) {
-    throw Error("SLURM_PROCID=" + std::to_string(rank) + " is not below SLURM_STEP_NUM_TASKS=" +
-                std::to_string(num_tasks));
+    throw Error("SLURM_PROCID=" + std::to_string(rank) +
+                " is not below SLURM_STEP_NUM_TASKS=" + std::to_string(num_tasks));
   }
   step.self = step.topology.place(rank);
   const std::string derivation = "SLURM_PROCID under " + std::string(to_string(distribution)) +

@@ -2,27 +2,32 @@
 
 #include "primus/common/error.hpp"
 #include "primus/common/gpu_binding.hpp"
+#include "primus/common/parse_number.hpp"
 #include "primus/common/ports.hpp"
 #include "primus/common/slurm_step.hpp"
 
 namespace primus {
 namespace {
 
-// Slurm binds GPUs per task for --gpus-per-task (and --gpu-bind); Primus then keeps its choice.
-bool slurm_bound_gpus_per_task(const Environment& env) {
-  return lookup(env, "SLURM_GPUS_PER_TASK").has_value() ||
-         lookup(env, "SLURM_GPU_BIND").has_value();
+// Slurm binds GPUs per task for --gpus-per-task and --gpu-bind: each task then sees fewer GPUs
+// than the step holds on its node (SLURM_GPUS_ON_NODE), and Primus keeps Slurm's choice.
+bool slurm_bound_gpus_per_task(const Environment& env, std::size_t visible) {
+  if (lookup(env, "SLURM_GPUS_PER_TASK") || lookup(env, "SLURM_GPU_BIND")) return true;
+  const auto on_node = lookup(env, "SLURM_GPUS_ON_NODE");
+  if (!on_node) return false;
+  const auto count = parse_unsigned(*on_node, 1U << 20);
+  if (!count) throw Error("SLURM_GPUS_ON_NODE: expected a number, got '" + *on_node + "'");
+  return visible < *count;
 }
 
 std::optional<std::string> bound_gpus(const Environment& env, const ResolvedOptions& options,
                                       const RankPlacement& self) {
-  if (options.value_or("primus-bind-gpus", "auto") == "none" || slurm_bound_gpus_per_task(env)) {
-    return std::nullopt;
-  }
+  if (options.value_or("primus-bind-gpus", "auto") == "none") return std::nullopt;
   const auto visible = lookup(env, "CUDA_VISIBLE_DEVICES");
   if (!visible || visible->empty() || self.local_world_size == 1) return std::nullopt;
-  return join_device_list(
-      gpu_block(split_device_list(*visible), self.local_rank, self.local_world_size));
+  const std::vector<std::string> devices = split_device_list(*visible);
+  if (slurm_bound_gpus_per_task(env, devices.size())) return std::nullopt;
+  return join_device_list(gpu_block(devices, self.local_rank, self.local_world_size));
 }
 
 std::vector<std::uint16_t> port_block(const SlurmStep& step, Framework framework,

@@ -79,7 +79,8 @@ std::uint64_t TasksPerNode::task_count() const noexcept {
 
 std::uint32_t TasksPerNode::max_tasks() const noexcept {
   std::uint32_t most = 0;
-  for (const Run& run : runs_) most = std::max(most, run.tasks);
+  for (const Run& run : runs_)
+    most = std::max(most, run.tasks);
   return most;
 }
 

@@ -29,7 +29,8 @@ Topology::Topology(Hostlist nodes, TasksPerNode tasks, Distribution distribution
   }
   if (nodes_.empty()) throw Error("the step has no node");
   for (const TasksPerNode::Run& run : tasks_.runs()) {
-    if (run.tasks == 0) throw Error("tasks per node '" + tasks_.to_string() + "': a node has no task");
+    if (run.tasks == 0)
+      throw Error("tasks per node '" + tasks_.to_string() + "': a node has no task");
   }
 }
 
@@ -43,7 +44,8 @@ Topology Topology::one_machine(std::uint32_t nproc, std::string_view hostname) {
 // node order. Tasks placed before round k: sum over nodes of min(tasks, k).
 std::uint64_t Topology::cyclic_tasks_before_round(std::uint32_t round) const {
   std::uint64_t total = 0;
-  for (const TasksPerNode::Run& run : tasks_.runs()) total += run.nodes * std::min(run.tasks, round);
+  for (const TasksPerNode::Run& run : tasks_.runs())
+    total += run.nodes * std::min(run.tasks, round);
   return total;
 }
 
@@ -105,7 +107,8 @@ std::uint64_t Topology::global_rank(std::uint64_t node_index, std::uint32_t loca
   std::uint64_t first_node = 0;
   for (const TasksPerNode::Run& run : tasks_.runs()) {
     if (first_node >= node_index) break;
-    if (run.tasks > local_rank) earlier_nodes_in_round += std::min(run.nodes, node_index - first_node);
+    if (run.tasks > local_rank)
+      earlier_nodes_in_round += std::min(run.nodes, node_index - first_node);
     first_node += run.nodes;
   }
   return cyclic_tasks_before_round(local_rank) + earlier_nodes_in_round;

@@ -46,8 +46,8 @@ std::string resolve_address(const std::string& host) {
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return host;
   char text[NI_MAXHOST] = {};
-  const int rc = getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0,
-                             NI_NUMERICHOST);
+  const int rc =
+      getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
   freeaddrinfo(found);
   return rc == 0 ? std::string(text) : host;
 }
@@ -116,8 +116,9 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (!primus::lookup(env, "SLURM_STEP_ID")) {
-    throw primus::Error("not inside a Slurm job step (SLURM_STEP_ID is not set): run it under "
-                        "srun, or give --nproc N");
+    throw primus::Error(
+        "not inside a Slurm job step (SLURM_STEP_ID is not set): run it under "
+        "srun, or give --nproc N");
   }
   std::cout << primus::format_environment(
       primus::slurm_task_environment(env, options, resolve_address));

@@ -32,7 +32,8 @@ void write_option(const primus::OptionSpec& spec) {
   } else {
     std::cout << ".B \\-\\-" << troff(spec.name);
     if (spec.arg == primus::OptionArg::kRequired) std::cout << "=" << troff(spec.placeholder);
-    if (spec.arg == primus::OptionArg::kOptional) std::cout << "[=" << troff(spec.placeholder) << "]";
+    if (spec.arg == primus::OptionArg::kOptional)
+      std::cout << "[=" << troff(spec.placeholder) << "]";
     std::cout << "\n";
   }
   std::cout << troff(spec.help) << "\n";

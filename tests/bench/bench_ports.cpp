@@ -23,7 +23,8 @@ int main() {
       std::set<std::uint16_t> used;
       bool clash = false;
       std::set<std::uint64_t> ids;
-      while (ids.size() < static_cast<std::size_t>(jobs)) ids.insert(1 + rng() % 50000000);
+      while (ids.size() < static_cast<std::size_t>(jobs))
+        ids.insert(1 + rng() % 50000000);
       for (const std::uint64_t job : ids) {
         const std::uint64_t step = rng() % 4;
         for (const std::uint16_t port : primus::derive_port_block(job, step, range, 2)) {
@@ -33,13 +34,15 @@ int main() {
       clashes += clash ? 1 : 0;
     }
     double no_clash = 1.0;
-    for (int i = 1; i < jobs; ++i) no_clash *= 1.0 - static_cast<double>(i) / slots;
+    for (int i = 1; i < jobs; ++i)
+      no_clash *= 1.0 - static_cast<double>(i) / slots;
     const double measured = static_cast<double>(clashes) / trials;
     std::printf("%-14d %9d %20.4f %20.4f %12.2f\n", jobs, trials, measured, 1.0 - no_clash,
                 measured / (1.0 - no_clash));
   }
-  std::printf("\nPer pair of unrelated jobs: 1/%u = %.4f. Sites that set MpiParams=ports=LO-HI "
-              "get Slurm's reservation instead, which never collides.\n",
-              slots, 1.0 / slots);
+  std::printf(
+      "\nPer pair of unrelated jobs: 1/%u = %.4f. Sites that set MpiParams=ports=LO-HI "
+      "get Slurm's reservation instead, which never collides.\n",
+      slots, 1.0 / slots);
   return 0;
 }

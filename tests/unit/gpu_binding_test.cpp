@@ -27,13 +27,15 @@ TEST(GpuBinding, TwoRanksShareFourGpusDisjointly) {
 TEST(GpuBinding, BlocksNeverOverlapAndLeftoversStayUnused) {
   for (std::uint32_t gpus = 1; gpus <= 16; ++gpus) {
     Devices visible;
-    for (std::uint32_t g = 0; g < gpus; ++g) visible.push_back(std::to_string(g + 10));
+    for (std::uint32_t g = 0; g < gpus; ++g)
+      visible.push_back(std::to_string(g + 10));
     for (std::uint32_t ranks = 1; ranks <= gpus; ++ranks) {
       std::set<std::string> used;
       for (std::uint32_t r = 0; r < ranks; ++r) {
         const Devices block = gpu_block(visible, r, ranks);
         EXPECT_EQ(block.size(), gpus / ranks);
-        for (const std::string& d : block) EXPECT_TRUE(used.insert(d).second) << d;
+        for (const std::string& d : block)
+          EXPECT_TRUE(used.insert(d).second) << d;
       }
     }
   }

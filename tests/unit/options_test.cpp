@@ -56,7 +56,8 @@ TEST(Options, CommandLineErrorsNameTheOptionAndTheExpectation) {
   const std::string message = error_of([] {
     parse_command_line_options(OptionSource::kSrun, {{"primus-master-port", "99999"}});
   });
-  EXPECT_EQ(message, "--primus-master-port: expected a port number (1-65535) or 'auto', got '99999'");
+  EXPECT_EQ(message,
+            "--primus-master-port: expected a port number (1-65535) or 'auto', got '99999'");
   EXPECT_EQ(error_of([] {
               parse_command_line_options(OptionSource::kSbatch, {{"primus", "jax"}});
             }),
@@ -93,7 +94,9 @@ TEST(Options, SiteArgumentsAreValidatedByKey) {
 }
 
 TEST(Options, EnvironmentErrorsNameTheVariable) {
-  EXPECT_EQ(error_of([] { parse_environment_options({{"PRIMUS_BIND_GPUS", "some"}}); }),
+  EXPECT_EQ(error_of([] {
+              parse_environment_options({{"PRIMUS_BIND_GPUS", "some"}});
+            }),
             "PRIMUS_BIND_GPUS: expected 'auto' or 'none', got 'some'");
   const OptionLayer layer =
       parse_environment_options({{"PRIMUS_VERBOSE", "true"}, {"UNRELATED", "x"}});
@@ -104,8 +107,8 @@ TEST(Options, EnvironmentErrorsNameTheVariable) {
 // Precedence, lowest first: default < plugstack < environment < sbatch < srun.
 TEST(Options, PrecedenceIsPlugstackEnvironmentSbatchSrun) {
   const OptionLayer site = parse_site_arguments({"master_port=30001", "bind_gpus=none"});
-  const OptionLayer env = parse_environment_options(
-      {{"PRIMUS_MASTER_PORT", "30002"}, {"PRIMUS_CKPT_DIR", "/env"}});
+  const OptionLayer env =
+      parse_environment_options({{"PRIMUS_MASTER_PORT", "30002"}, {"PRIMUS_CKPT_DIR", "/env"}});
   const OptionLayer sbatch = parse_command_line_options(
       OptionSource::kSbatch, {{"primus-master-port", "30003"}, {"primus-ckpt-dir", "/sbatch"}});
   const OptionLayer srun =
@@ -122,14 +125,16 @@ TEST(Options, PrecedenceIsPlugstackEnvironmentSbatchSrun) {
   EXPECT_EQ(all.get("port-range")->source, OptionSource::kDefault);
   EXPECT_FALSE(all.is_set("primus-job-dir"));
 
-  EXPECT_EQ(ResolvedOptions::resolve({site, env, sbatch}).get("primus-master-port")->value, "30003");
+  EXPECT_EQ(ResolvedOptions::resolve({site, env, sbatch}).get("primus-master-port")->value,
+            "30003");
   EXPECT_EQ(ResolvedOptions::resolve({site, env}).get("primus-master-port")->value, "30002");
   EXPECT_EQ(ResolvedOptions::resolve({site}).get("primus-master-port")->value, "30001");
   EXPECT_EQ(ResolvedOptions::resolve({}).get("primus-master-port")->value, "auto");
 }
 
 TEST(Options, PrimusWithoutValueKeepsTheFrameworkChosenBelow) {
-  const auto srun_flag = parse_command_line_options(OptionSource::kSrun, {{"primus", std::nullopt}});
+  const auto srun_flag =
+      parse_command_line_options(OptionSource::kSrun, {{"primus", std::nullopt}});
   EXPECT_EQ(ResolvedOptions::resolve({srun_flag}).get("primus")->value, "pytorch");
 
   const auto site = parse_site_arguments({"framework=tensorflow"});
@@ -145,7 +150,8 @@ TEST(Options, PrimusWithoutValueKeepsTheFrameworkChosenBelow) {
 }
 
 TEST(Options, FlagsTakeTheirImplicitValue) {
-  const auto srun = parse_command_line_options(OptionSource::kSrun, {{"primus-verbose", std::nullopt}});
+  const auto srun =
+      parse_command_line_options(OptionSource::kSrun, {{"primus-verbose", std::nullopt}});
   EXPECT_EQ(ResolvedOptions::resolve({srun}).get("primus-verbose")->value, "1");
   EXPECT_EQ(ResolvedOptions::resolve({}).get("primus-verbose")->value, "0");
 }

@@ -21,8 +21,7 @@ TEST(Ports, ParsesRanges) {
 }
 
 TEST(Ports, ParsesSlurmReservedPorts) {
-  EXPECT_EQ(parse_reserved_ports("12001-12003"),
-            (std::vector<std::uint16_t>{12001, 12002, 12003}));
+  EXPECT_EQ(parse_reserved_ports("12001-12003"), (std::vector<std::uint16_t>{12001, 12002, 12003}));
   EXPECT_EQ(parse_reserved_ports("12001,12005-12006"),
             (std::vector<std::uint16_t>{12001, 12005, 12006}));
   for (const char* bad : {"", "x", "12003-12001", "70000", "1-65535,1-65535", "12001,"}) {

@@ -33,8 +33,9 @@ Fixture pytorch_rank(std::uint64_t rank, const std::vector<OptionLayer>& layers 
   f.input.framework = Framework::kPyTorch;
   f.input.self = f.topology.place(rank);
   f.input.master_addr = "127.0.0.11";
-  f.input.ports = assign_ports(Framework::kPyTorch, 2, {12001, 12002, 12003},
-                               "SLURM_STEP_RESV_PORTS", f.options.value_or("primus-master-port", "auto"));
+  f.input.ports =
+      assign_ports(Framework::kPyTorch, 2, {12001, 12002, 12003}, "SLURM_STEP_RESV_PORTS",
+                   f.options.value_or("primus-master-port", "auto"));
   f.input.job_id = "77";
   f.input.restart_count = 1;
   f.input.submit_dir = "/home/ada/run";
@@ -138,7 +139,8 @@ TEST(RankEnvironment, TensorFlowConfigsAgreeAndParseAsJson) {
     EXPECT_EQ(config["cluster"], first_cluster);
     const std::string mine = config["cluster"]["worker"][rank];
     EXPECT_TRUE(endpoints.insert(mine).second) << mine;
-    EXPECT_EQ(mine, in.self.hostname + ":" + std::to_string(ports.worker_ports[in.self.local_rank]));
+    EXPECT_EQ(mine,
+              in.self.hostname + ":" + std::to_string(ports.worker_ports[in.self.local_rank]));
     EXPECT_EQ(env.at("MASTER_PORT"), "20001");
     EXPECT_EQ(env.at("PRIMUS_FRAMEWORK"), "tensorflow");
   }
@@ -198,12 +200,15 @@ TEST(RankEnvironment, PortBlockTooShortNamesItsSource) {
 }
 
 TEST(RankEnvironment, FromARealLookingSlurmStep) {
-  const Environment slurm = {
-      {"SLURM_JOB_ID", "9"},         {"SLURM_STEP_ID", "0"},
-      {"SLURM_STEP_NODELIST", "n[3-4]"}, {"SLURM_STEP_NUM_NODES", "2"},
-      {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
-      {"SLURM_PROCID", "2"},         {"SLURM_NODEID", "1"},
-      {"SLURM_LOCALID", "0"}};
+  const Environment slurm = {{"SLURM_JOB_ID", "9"},
+                             {"SLURM_STEP_ID", "0"},
+                             {"SLURM_STEP_NODELIST", "n[3-4]"},
+                             {"SLURM_STEP_NUM_NODES", "2"},
+                             {"SLURM_STEP_NUM_TASKS", "4"},
+                             {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+                             {"SLURM_PROCID", "2"},
+                             {"SLURM_NODEID", "1"},
+                             {"SLURM_LOCALID", "0"}};
   const SlurmStep step = parse_slurm_step(slurm);
   const ResolvedOptions options = ResolvedOptions::resolve({});
   RankEnvInput in;

@@ -59,10 +59,10 @@ TEST(SlurmStep, ArrayJobId) {
 }
 
 TEST(SlurmStep, MissingVariablesAreNamed) {
-  for (const char* name : {"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST",
-                           "SLURM_STEP_NUM_NODES", "SLURM_STEP_NUM_TASKS",
-                           "SLURM_STEP_TASKS_PER_NODE", "SLURM_PROCID", "SLURM_NODEID",
-                           "SLURM_LOCALID"}) {
+  for (const char* name :
+       {"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES",
+        "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_PROCID", "SLURM_NODEID",
+        "SLURM_LOCALID"}) {
     Environment env = cyclic_step();
     env.erase(name);
     EXPECT_NE(error_of(env).find(name), std::string::npos) << name << ": " << error_of(env);

@@ -16,15 +16,23 @@ std::map<std::string, std::string> as_map(const EnvList& list) {
 
 // Task 3 of `srun -N2 -n4 --gpus-per-node=4` on n[3-4]: second task on n4.
 Environment gpu_task() {
-  return {{"SLURM_JOB_ID", "310"},       {"SLURM_STEP_ID", "2"},
-          {"SLURM_STEP_NODELIST", "n[3-4]"}, {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
-          {"SLURM_PROCID", "3"},         {"SLURM_NODEID", "1"},
-          {"SLURM_LOCALID", "1"},        {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
-          {"SLURM_SUBMIT_DIR", "/home/u"}, {"PRIMUS_JOB_SECRET", "k"}};
+  return {{"SLURM_JOB_ID", "310"},
+          {"SLURM_STEP_ID", "2"},
+          {"SLURM_STEP_NODELIST", "n[3-4]"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_TASKS", "4"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+          {"SLURM_PROCID", "3"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_LOCALID", "1"},
+          {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
+          {"SLURM_SUBMIT_DIR", "/home/u"},
+          {"PRIMUS_JOB_SECRET", "k"}};
 }
 
-std::string address_of(const std::string& host) { return "addr-of-" + host; }
+std::string address_of(const std::string& host) {
+  return "addr-of-" + host;
+}
 
 TEST(SlurmTaskEnvironment, BindsADisjointGpuBlockAndUsesTheFirstNodeAddress) {
   const ResolvedOptions options = ResolvedOptions::resolve({});
@@ -43,12 +51,13 @@ TEST(SlurmTaskEnvironment, LeavesGpusAloneWhenSlurmBoundThemOrTheUserSaidNone) {
   task["SLURM_GPUS_PER_TASK"] = "2";
   task["CUDA_VISIBLE_DEVICES"] = "0,1";
   const ResolvedOptions defaults = ResolvedOptions::resolve({});
-  EXPECT_EQ(as_map(slurm_task_environment(task, defaults, address_of)).count("CUDA_VISIBLE_DEVICES"),
-            0U);
+  EXPECT_EQ(
+      as_map(slurm_task_environment(task, defaults, address_of)).count("CUDA_VISIBLE_DEVICES"), 0U);
   const ResolvedOptions none = ResolvedOptions::resolve(
       {parse_command_line_options(OptionSource::kSrun, {{"primus-bind-gpus", "none"}})});
-  EXPECT_EQ(as_map(slurm_task_environment(gpu_task(), none, address_of)).count("CUDA_VISIBLE_DEVICES"),
-            0U);
+  EXPECT_EQ(
+      as_map(slurm_task_environment(gpu_task(), none, address_of)).count("CUDA_VISIBLE_DEVICES"),
+      0U);
 }
 
 TEST(SlurmTaskEnvironment, MoreRanksThanGpusIsAnError) {

@@ -50,9 +50,9 @@ TEST(TasksPerNode, RejectsMalformedTextWithPosition) {
     const char* text;
     std::size_t position;
   };
-  const Case cases[] = {{"", 0},      {"3(x2", 4},  {"3(2)", 2},  {"3(x)", 3}, {"3(x0)", 3},
-                        {"3,", 2},    {"a", 0},     {"3 ,2", 1},  {"-1", 0},  {"3(x2),,1", 6},
-                        {"99999999999", 0}};
+  const Case cases[] = {{"", 0},      {"3(x2", 4},     {"3(2)", 2},       {"3(x)", 3},
+                        {"3(x0)", 3}, {"3,", 2},       {"a", 0},          {"3 ,2", 1},
+                        {"-1", 0},    {"3(x2),,1", 6}, {"99999999999", 0}};
   for (const Case& c : cases) {
     try {
       TasksPerNode::parse(c.text, "SLURM_STEP_TASKS_PER_NODE");

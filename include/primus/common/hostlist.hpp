@@ -39,11 +39,11 @@ class Hostlist {
   class Parser;  // common/hostlist.cpp: the text grammar of Slurm 22.05
 
   struct Range {
-    std::string prefix;      // text before the number
-    std::uint64_t lo = 0;    // first number
-    std::uint64_t hi = 0;    // last number (inclusive)
-    int width = 0;           // zero-padded width of the numbers
-    bool numbered = false;   // false: a single host with no numeric suffix (prefix only)
+    std::string prefix;     // text before the number
+    std::uint64_t lo = 0;   // first number
+    std::uint64_t hi = 0;   // last number (inclusive)
+    int width = 0;          // zero-padded width of the numbers
+    bool numbered = false;  // false: a single host with no numeric suffix (prefix only)
   };
 
   // Appends a range, joining it to the last one as Slurm does (same prefix, consecutive numbers,

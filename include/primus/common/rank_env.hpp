@@ -27,9 +27,9 @@ std::string_view to_string(Bootstrap bootstrap);
 
 // The ports of a step on each node, the same on every node.
 struct StepPorts {
-  std::uint16_t master_port = 0;               // MASTER_PORT
-  std::uint16_t primus_port = 0;               // PRIMUS_PORT: Primus's store and collectives
-  std::vector<std::uint16_t> worker_ports;     // TensorFlow: one per local rank
+  std::uint16_t master_port = 0;            // MASTER_PORT
+  std::uint16_t primus_port = 0;            // PRIMUS_PORT: Primus's store and collectives
+  std::vector<std::uint16_t> worker_ports;  // TensorFlow: one per local rank
 };
 
 // How many ports a step needs per node: pytorch and none, MASTER_PORT and PRIMUS_PORT;
@@ -49,15 +49,15 @@ struct RankEnvInput {
   RankPlacement self;                  // this rank
   std::string master_addr;             // address of the step's first node (its NodeAddr)
   StepPorts ports;
-  std::string job_id;                  // PRIMUS_JOB_ID
+  std::string job_id;  // PRIMUS_JOB_ID
   std::uint32_t restart_count = 0;
-  std::string submit_dir;              // absolute; default job dir lives there
+  std::string submit_dir;  // absolute; default job dir lives there
   Bootstrap bootstrap = Bootstrap::kTcp;
   std::string job_secret;
-  std::optional<std::uint32_t> cpus_per_rank;  // sets OMP_NUM_THREADS ...
-  bool user_set_omp_num_threads = false;       // ... unless the user set it
+  std::optional<std::uint32_t> cpus_per_rank;       // sets OMP_NUM_THREADS ...
+  bool user_set_omp_num_threads = false;            // ... unless the user set it
   std::optional<std::string> cuda_visible_devices;  // nullopt: leave it as it is
-  const ResolvedOptions* options = nullptr;    // exported as their PRIMUS_* variables
+  const ResolvedOptions* options = nullptr;         // exported as their PRIMUS_* variables
 };
 
 // Every variable to set for the rank, in a stable order. Throws Error when a value cannot be

@@ -14,13 +14,13 @@
 namespace primus {
 
 struct SlurmStep {
-  std::string job_id;         // PRIMUS_JOB_ID: "<jobid>" or "<arrayjobid>_<taskid>"
+  std::string job_id;                // PRIMUS_JOB_ID: "<jobid>" or "<arrayjobid>_<taskid>"
   std::uint64_t numeric_job_id = 0;  // SLURM_JOB_ID
   std::uint64_t step_id = 0;         // SLURM_STEP_ID
   Topology topology;
-  RankPlacement self;                // this task: SLURM_PROCID, SLURM_NODEID, SLURM_LOCALID
-  std::uint32_t restart_count = 0;   // SLURM_RESTART_COUNT (0 when unset)
-  std::optional<std::string> reserved_ports;  // SLURM_STEP_RESV_PORTS
+  RankPlacement self;               // this task: SLURM_PROCID, SLURM_NODEID, SLURM_LOCALID
+  std::uint32_t restart_count = 0;  // SLURM_RESTART_COUNT (0 when unset)
+  std::optional<std::string> reserved_ports;   // SLURM_STEP_RESV_PORTS
   std::optional<std::uint32_t> cpus_per_task;  // SLURM_CPUS_PER_TASK
 };
 

@@ -26,8 +26,8 @@ EnvList slurm_task_environment(const Environment& task_env, const ResolvedOption
 struct OneMachineJob {
   std::uint32_t nproc = 1;
   std::string hostname = "localhost";
-  std::string job_id;          // PRIMUS_JOB_ID, e.g. "local-<pid>"
-  std::string submit_dir;      // absolute
+  std::string job_id;      // PRIMUS_JOB_ID, e.g. "local-<pid>"
+  std::string submit_dir;  // absolute
   std::string job_secret;
   std::uint32_t restart_count = 0;
   std::uint64_t port_seed = 0;  // picks the derived port slot
