@@ -27,8 +27,8 @@ constexpr std::size_t kMaxRangesInBracket = 262144;  // Slurm exits beyond this
 constexpr std::size_t kMaxHosts = INT_MAX;           // Slurm counts hosts in an int
 // Primus limits, far beyond any real cluster, where Slurm crashes, hangs or runs out of memory.
 constexpr std::uint64_t kMaxNumber = kUint64Max - 1;  // Slurm saturates at 2^64-1, then crashes
-constexpr std::size_t kMaxPushedRanges = std::size_t{1} << 20;  // ranges before joining
-constexpr std::size_t kMaxPrefixBytes = std::size_t{1} << 26;   // bytes of generated prefixes
+constexpr std::size_t kMaxPushedRanges = std::size_t{1} << 18;  // ranges before joining
+constexpr std::size_t kMaxPrefixBytes = std::size_t{1} << 24;   // bytes of generated prefixes
 
 bool is_separator(char c) {
   return c == ',' || c == ' ' || c == '\t';
@@ -42,6 +42,23 @@ bool is_c_space(char c) {
 
 std::uint64_t range_count(std::uint64_t lo, std::uint64_t hi) {
   return hi - lo + 1;
+}
+
+// The text for an error message: control characters (a NUL would end what()) as \xNN.
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    }
+  }
+  return out;
 }
 
 // A number read as C's strtoul(text, &end, 10) reads it: leading white space, an optional sign,
@@ -62,8 +79,11 @@ CNumber read_c_number(std::string_view s, std::size_t begin, std::size_t end) {
   bool overflow = false;
   for (; i < end && is_digit(s[i]); ++i) {
     const unsigned digit = static_cast<unsigned>(s[i] - '0');
-    if (value > (kUint64Max - digit) / 10) overflow = true;
-    value = value * 10 + digit;
+    if (overflow || value > (kUint64Max - digit) / 10) {
+      overflow = true;
+    } else {
+      value = value * 10 + digit;
+    }
   }
   if (i == first_digit) return {0, begin};
   if (overflow) return {kUint64Max, i};
@@ -248,11 +268,31 @@ class Hostlist::Parser {
     return std::move(list_);
   }
 
+  // A host name taken literally: a trailing run of digits is its number. `position` is where the
+  // name starts in `text`, for errors.
+  static Range plain_range(std::string_view name, std::size_t position, std::string_view text) {
+    std::size_t digits = 0;
+    while (digits < name.size() && is_digit(name[name.size() - 1 - digits]))
+      ++digits;
+    const std::size_t start = name.size() - digits;
+    Range range;
+    range.prefix = std::string(name.substr(0, start));
+    if (digits == 0) return range;
+    range.lo = range.hi = read_c_number(name, start, name.size()).value;
+    if (range.lo > kMaxNumber) {
+      const std::size_t at = position + start;
+      throw ParseError(describe(text, at, too_large()), at);
+    }
+    range.width = static_cast<int>(digits);
+    range.numbered = true;
+    return range;
+  }
+
  private:
   static std::string describe(std::string_view text, std::size_t position,
                               const std::string& expected) {
     constexpr std::size_t kShown = 200;
-    std::string shown(text.substr(0, kShown));
+    std::string shown = printable(text.substr(0, kShown));
     if (text.size() > kShown) shown += "...";
     return "hostlist '" + shown + "': at position " + std::to_string(position) + ": " + expected;
   }
@@ -303,28 +343,6 @@ class Hostlist::Parser {
     push(plain_range(name, position, text_), position);
   }
 
- public:
-  // A host name taken literally: a trailing run of digits is its number. `position` is where the
-  // name starts in `text`, for errors.
-  static Range plain_range(std::string_view name, std::size_t position, std::string_view text) {
-    std::size_t digits = 0;
-    while (digits < name.size() && is_digit(name[name.size() - 1 - digits]))
-      ++digits;
-    const std::size_t start = name.size() - digits;
-    Range range;
-    range.prefix = std::string(name.substr(0, start));
-    if (digits == 0) return range;
-    range.lo = range.hi = read_c_number(name, start, name.size()).value;
-    if (range.lo > kMaxNumber) {
-      const std::size_t at = position + start;
-      throw ParseError(describe(text, at, too_large()), at);
-    }
-    range.width = static_cast<int>(digits);
-    range.numbered = true;
-    return range;
-  }
-
- private:
   void parse_brackets(std::size_t begin, std::size_t open, std::size_t close) {
     RangeList last = parse_range_list(open + 1, close);
     if (last.failure) fail(*last.failure);
@@ -359,7 +377,7 @@ class Hostlist::Parser {
 
   // Slurm takes at most 65536 values from a bracket before the last: past that, an error for the
   // bracket next to the last, and for earlier ones the ranges that fit.
-  std::vector<NumberRange> limit_prefix_values(std::vector<NumberRange> ranges, bool strict) {
+  std::vector<NumberRange> limit_prefix_values(std::vector<NumberRange> ranges, bool strict) const {
     std::uint64_t total = 0;
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       total += range_count(ranges[i].lo, ranges[i].hi);
@@ -496,14 +514,14 @@ class Hostlist::Parser {
     return prefix;
   }
 
-  void push(const Range& range, std::size_t position) {
+  void push(Range range, std::size_t position) {
     if (++pushed_ranges_ > kMaxPushedRanges) fail(position, too_many_ranges());
     prefix_bytes_ += range.prefix.size();
     if (prefix_bytes_ > kMaxPrefixBytes) {
       fail(position, "expected at most " + std::to_string(kMaxPrefixBytes) +
                          " bytes of host name prefixes in the expanded list");
     }
-    list_.push_range(range);
+    list_.push_range(std::move(range));
     if (list_.size() > kMaxHosts) {
       fail(position, "expected at most " + std::to_string(kMaxHosts) + " hosts in the list");
     }
@@ -527,7 +545,7 @@ void Hostlist::push_host(std::string_view host) {
   push_range(Parser::plain_range(host, 0, host));
 }
 
-void Hostlist::push_range(const Range& range) {
+void Hostlist::push_range(Range range) {
   if (!ranges_.empty()) {
     Range& tail = ranges_.back();
     if (tail.numbered && range.numbered && tail.hi != kUint64Max && tail.hi + 1 == range.lo &&
@@ -542,7 +560,7 @@ void Hostlist::push_range(const Range& range) {
   }
   const std::size_t count = range.numbered ? range_count(range.lo, range.hi) : 1;
   ends_.push_back(size() + count);
-  ranges_.push_back(range);
+  ranges_.push_back(std::move(range));
 }
 
 std::size_t Hostlist::size() const noexcept {

@@ -85,8 +85,13 @@ OptionLayer parse_site_arguments(const std::vector<std::string>& args) {
     const std::string key = arg.substr(0, eq);
     const OptionSpec* spec = find_option_by_site_key(key);
     if (spec == nullptr) {
-      throw Error("plugstack argument '" + arg + "': unknown key '" + key + "', expected one of " +
-                  known_site_keys());
+      std::string message = "plugstack argument '";
+      message += arg;
+      message += "': unknown key '";
+      message += key;
+      message += "', expected one of ";
+      message += known_site_keys();
+      throw Error(message);
     }
     std::optional<std::string> value = arg.substr(eq + 1);
     validate_option_value(*spec, layer.source, value);
@@ -125,9 +130,9 @@ OptionLayer parse_command_line_options(
 }
 
 ResolvedOptions ResolvedOptions::resolve(const std::vector<OptionLayer>& layers) {
-  std::vector<const OptionLayer*> ordered;
-  for (const OptionLayer& layer : layers)
-    ordered.push_back(&layer);
+  std::vector<const OptionLayer*> ordered(layers.size());
+  std::transform(layers.begin(), layers.end(), ordered.begin(),
+                 [](const OptionLayer& layer) { return &layer; });
   std::stable_sort(ordered.begin(), ordered.end(), [](const OptionLayer* a, const OptionLayer* b) {
     return a->source < b->source;
   });

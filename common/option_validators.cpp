@@ -1,5 +1,7 @@
 #include "option_validators.hpp"
 
+#include <algorithm>
+
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
 #include "primus/common/ports.hpp"
@@ -10,10 +12,8 @@ namespace {
 constexpr std::size_t kMaxPathLength = 4095;
 
 bool has_control_character(std::string_view value) {
-  for (const char c : value) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
-  }
-  return false;
+  return std::any_of(value.begin(), value.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 }  // namespace

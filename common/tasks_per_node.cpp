@@ -19,7 +19,7 @@ ParseError syntax_error(std::string_view what, std::string_view text, std::size_
 
 }  // namespace
 
-TasksPerNode::TasksPerNode(std::vector<Run> runs) {
+TasksPerNode::TasksPerNode(const std::vector<Run>& runs) {
   for (const Run& run : runs) {
     if (run.nodes == 0) continue;
     if (!runs_.empty() && runs_.back().tasks == run.tasks) {
@@ -36,7 +36,7 @@ TasksPerNode::TasksPerNode(std::vector<Run> runs) {
 
 TasksPerNode TasksPerNode::parse(std::string_view text, std::string_view what) {
   if (text.empty()) throw syntax_error(what, text, 0, "a task count such as '2' or '3(x2)'");
-  std::vector<Run> runs;
+  std::vector<Run> parsed;
   std::size_t pos = 0;
   constexpr std::uint64_t kMaxNodes = std::uint64_t{1} << 40;
   while (true) {
@@ -55,12 +55,12 @@ TasksPerNode TasksPerNode::parse(std::string_view text, std::string_view what) {
       ++pos;
       repeat = *count;
     }
-    runs.push_back(Run{static_cast<std::uint32_t>(*tasks), repeat});
+    parsed.push_back(Run{static_cast<std::uint32_t>(*tasks), repeat});
     if (pos == text.size()) break;
     if (text[pos] != ',') throw syntax_error(what, text, pos, "',' or the end");
     ++pos;
   }
-  TasksPerNode result(std::move(runs));
+  TasksPerNode result(parsed);
   if (result.node_count() > kMaxNodes) throw syntax_error(what, text, 0, "fewer nodes");
   return result;
 }

@@ -28,9 +28,10 @@ Topology::Topology(Hostlist nodes, TasksPerNode tasks, Distribution distribution
                 std::to_string(tasks_.node_count()));
   }
   if (nodes_.empty()) throw Error("the step has no node");
-  for (const TasksPerNode::Run& run : tasks_.runs()) {
-    if (run.tasks == 0)
-      throw Error("tasks per node '" + tasks_.to_string() + "': a node has no task");
+  const auto& runs = tasks_.runs();
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const TasksPerNode::Run& r) { return r.tasks == 0; })) {
+    throw Error("tasks per node '" + tasks_.to_string() + "': a node has no task");
   }
 }
 

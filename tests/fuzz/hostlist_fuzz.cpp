@@ -19,18 +19,19 @@
 namespace {
 
 // Lists are expanded only up to this many hosts; larger ones are checked by sampling at().
-constexpr std::size_t kMaxExpanded = std::size_t{1} << 16;
+constexpr std::size_t kMaxExpanded = std::size_t{1} << 14;
 constexpr std::size_t kSamples = 64;
 
 [[noreturn]] void fail(std::string_view text, const std::string& what) {
   std::fprintf(stderr, "hostlist fuzz: %s\n  input (%zu bytes): '", what.c_str(), text.size());
-  for (unsigned char c : text) std::fprintf(stderr, c >= 32 && c < 127 ? "%c" : "\\x%02x", c);
+  for (unsigned char c : text)
+    std::fprintf(stderr, c >= 32 && c < 127 ? "%c" : "\\x%02x", c);
   std::fprintf(stderr, "'\n");
   std::abort();
 }
 
-#define CHECK(condition)                                  \
-  do {                                                    \
+#define CHECK(condition)                                       \
+  do {                                                         \
     if (!(condition)) fail(text, "check failed: " #condition); \
   } while (0)
 
@@ -46,11 +47,14 @@ bool plain_names(const std::vector<std::string>& hosts) {
   return true;
 }
 
-// Slurm's compressed form may also join ranges past its own parser's limits.
-bool limit_of_slurm_parser(const primus::ParseError& e) {
+// Reading Slurm's compressed form back may also hit a limit: joined ranges past 65536 hosts or
+// 262144 items, or a prefix ending in digits that runs into the number ("n193" and 00000932...
+// print as one 26-digit number, 2^64 or more).
+bool limit_of_reading_back(const primus::ParseError& e) {
   const std::string message = e.what();
   return message.find("hosts in one range") != std::string::npos ||
-         message.find("ranges in one bracket") != std::string::npos;
+         message.find("ranges in one bracket") != std::string::npos ||
+         message.find("expected a number below") != std::string::npos;
 }
 
 void check_round_trip(std::string_view text, const primus::Hostlist& list,
@@ -59,9 +63,10 @@ void check_round_trip(std::string_view text, const primus::Hostlist& list,
   const std::string compressed = list.compress();
   try {
     const primus::Hostlist again = primus::Hostlist::parse(compressed);
-    if (again.expand() != hosts) fail(text, "parse(compress()) differs; compress() = " + compressed);
+    if (again.expand() != hosts)
+      fail(text, "parse(compress()) differs; compress() = " + compressed);
   } catch (const primus::ParseError& e) {
-    if (!limit_of_slurm_parser(e)) fail(text, std::string("parse(compress()) threw: ") + e.what());
+    if (!limit_of_reading_back(e)) fail(text, std::string("parse(compress()) threw: ") + e.what());
   }
 }
 
@@ -77,7 +82,8 @@ void check_small(std::string_view text, const primus::Hostlist& list) {
 // Too large to expand: at() must answer (not throw) across the list, and compress() must work.
 void check_large(std::string_view text, const primus::Hostlist& list) {
   const std::size_t last = list.size() - 1;
-  for (std::size_t k = 0; k <= kSamples; ++k) (void)list.at(last / kSamples * k);
+  for (std::size_t k = 0; k <= kSamples; ++k)
+    (void)list.at(last / kSamples * k);
   (void)list.at(last);
   CHECK(!list.compress().empty());
 }

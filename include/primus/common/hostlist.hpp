@@ -10,17 +10,21 @@
 
 namespace primus {
 
-// An ordered list of host names, stored as ranges so that a list such as "n[1-800000]" costs
-// O(1) memory and at(i) costs O(log ranges). Order and duplicates are kept.
+// An ordered list of host names, stored as ranges so that 800000 consecutive hosts cost one
+// range and at(i) costs O(log ranges). Order and duplicates are kept. Semantics and the few
+// deliberate differences from Slurm: docs/hostlist.md.
 class Hostlist {
  public:
   Hostlist() = default;
 
   // Parses a Slurm hostlist expression. Throws ParseError naming the position and what was
-  // expected where Slurm rejects the text.
+  // expected where Slurm rejects the text (Slurm allows at most 65536 hosts per "lo-hi", so
+  // "n[1-800000]" is rejected), and where Slurm would crash or misbehave (docs/hostlist.md).
   static Hostlist parse(std::string_view text);
 
   // Appends one host name (no brackets), merging it into the last range when it continues it.
+  // The name is taken literally, as Slurm's hostlist_push_host does; throws ParseError when its
+  // number is 2^64-1 or more.
   void push_host(std::string_view host);
 
   std::size_t size() const noexcept;
@@ -48,7 +52,7 @@ class Hostlist {
 
   // Appends a range, joining it to the last one as Slurm does (same prefix, consecutive numbers,
   // compatible zero padding).
-  void push_range(const Range& range);
+  void push_range(Range range);
   std::string host_name(std::size_t range_index, std::size_t offset) const;
 
   std::vector<Range> ranges_;

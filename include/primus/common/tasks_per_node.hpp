@@ -19,7 +19,7 @@ class TasksPerNode {
   };
 
   TasksPerNode() = default;
-  explicit TasksPerNode(std::vector<Run> runs);
+  explicit TasksPerNode(const std::vector<Run>& runs);
 
   // Parses "3(x2),2,1". `what` names the source (a variable) in error messages.
   static TasksPerNode parse(std::string_view text, std::string_view what = "tasks per node");
