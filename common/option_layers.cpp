@@ -161,6 +161,11 @@ ResolvedOptions ResolvedOptions::resolve(const std::vector<OptionLayer>& layers)
   return result;
 }
 
+bool primus_requested(const ResolvedOptions& options) {
+  const auto framework = options.get("primus");
+  return framework && framework->source > OptionSource::kSite && framework->value != "none";
+}
+
 std::optional<ResolvedOption> ResolvedOptions::get(std::string_view name) const {
   const auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;

@@ -149,6 +149,18 @@ TEST(Options, PrimusWithoutValueKeepsTheFrameworkChosenBelow) {
   EXPECT_EQ(ResolvedOptions::resolve({site, sbatch, srun_tf}).get("primus")->value, "pytorch");
 }
 
+TEST(Options, PrimusIsRequestedOnlyByTheUser) {
+  const auto site = parse_site_arguments({"framework=tensorflow"});
+  EXPECT_FALSE(primus_requested(ResolvedOptions::resolve({})));
+  EXPECT_FALSE(primus_requested(ResolvedOptions::resolve({site})));
+  const auto srun = parse_command_line_options(OptionSource::kSrun, {{"primus", std::nullopt}});
+  EXPECT_TRUE(primus_requested(ResolvedOptions::resolve({site, srun})));
+  const auto env = parse_environment_options({{"PRIMUS_FRAMEWORK", "pytorch"}});
+  EXPECT_TRUE(primus_requested(ResolvedOptions::resolve({env})));
+  const auto off = parse_command_line_options(OptionSource::kSrun, {{"primus", "none"}});
+  EXPECT_FALSE(primus_requested(ResolvedOptions::resolve({env, off})));
+}
+
 TEST(Options, FlagsTakeTheirImplicitValue) {
   const auto srun =
       parse_command_line_options(OptionSource::kSrun, {{"primus-verbose", std::nullopt}});

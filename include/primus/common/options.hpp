@@ -103,4 +103,8 @@ class ResolvedOptions {
   std::map<std::string, ResolvedOption, std::less<>> values_;
 };
 
+// Whether the user turned Primus on: --primus (or PRIMUS_FRAMEWORK) given with a framework other
+// than none. A plugstack default alone turns it on for no job.
+bool primus_requested(const ResolvedOptions& options);
+
 }  // namespace primus

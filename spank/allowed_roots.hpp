@@ -1,0 +1,18 @@
+// Checking that a directory the user names lies under the site's allowed roots (plugstack
+// ckpt_roots). Runs as the user, never as root.
+#pragma once
+
+#include <string>
+
+namespace primus::spank {
+
+// `path` (relative to `base`) canonicalised: symbolic links of its existing part resolved, "."
+// and ".." removed; the part that does not exist yet is appended as written.
+std::string canonical_path(const std::string& path, const std::string& base);
+
+// Throws primus::Error naming `what` when the canonical `path` is not under one of `roots`
+// (a ':'-separated list of absolute directories; empty: anywhere).
+void check_under_roots(const std::string& what, const std::string& path, const std::string& base,
+                       const std::string& roots);
+
+}  // namespace primus::spank

@@ -1,0 +1,23 @@
+// What the Primus SPANK plugin holds between hooks, within one process (srun, sbatch, salloc or
+// slurmstepd): the --primus options the user gave and the plugstack arguments.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "primus/common/options.hpp"
+
+namespace primus::spank {
+
+struct PluginState {
+  // Options as given on the command line (or forwarded to slurmstepd), in order.
+  std::vector<std::pair<std::string, std::optional<std::string>>> given;
+  // Plugstack arguments, validated in slurm_spank_init.
+  OptionLayer site;
+};
+
+PluginState& state();
+
+}  // namespace primus::spank

@@ -1,0 +1,159 @@
+"""The SPANK plugin primus.so in a real Slurm: options in srun and sbatch, validation before
+anything is queued, the rank environment in every task, and nothing for steps without --primus.
+scripts/test starts the testbed with PRIMUS_SPANK_PLUGIN pointing at the built plugin."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+NODE_ADDR = {"n1": "127.0.0.11", "n2": "127.0.0.12", "n3": "127.0.0.13", "n4": "127.0.0.14"}
+RANK_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PRIMUS_JOB_SECRET",
+             "PRIMUS_ENV_VERSION", "TF_CONFIG")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugin_loaded(testbed):
+    plugstack = (testbed.dir / "plugstack.conf").read_text()
+    if "primus.so" not in plugstack:
+        pytest.fail("the testbed's plugstack does not load primus.so: start it with "
+                    "PRIMUS_SPANK_PLUGIN=<build>/spank/.libs/primus.so (scripts/test does)")
+
+
+def task_envs(out):
+    """`srun -l env` output -> {task: {var: value}}."""
+    by_task = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*(\d+): ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", line)
+        if m:
+            by_task.setdefault(int(m.group(1)), {})[m.group(2)] = m.group(3)
+    return by_task
+
+
+def job_count(testbed):
+    out = testbed.root_cmd(["squeue", "-h", "-a", "-o", "%i"]).stdout
+    return len(out.split())
+
+
+def check_ranks(by_task, world):
+    assert sorted(by_task) == list(range(world)), sorted(by_task)
+    secrets = {e["PRIMUS_JOB_SECRET"] for e in by_task.values()}
+    assert len(secrets) == 1 and re.fullmatch(r"[0-9a-f]{64}", secrets.pop())
+    for task, env in by_task.items():
+        assert env["RANK"] == env["SLURM_PROCID"] == str(task)
+        assert env["LOCAL_RANK"] == env["SLURM_LOCALID"]
+        assert env["NODE_RANK"] == env["SLURM_NODEID"]
+        assert env["WORLD_SIZE"] == str(world)
+        assert env["PRIMUS_ENV_VERSION"] == "1"
+        assert env["MASTER_PORT"] == by_task[0]["MASTER_PORT"]
+
+
+def test_srun_primus_sets_every_rank(testbed):
+    by_task = task_envs(testbed.srun("-l", "-N4", "-n8", "--primus=pytorch", "env"))
+    check_ranks(by_task, 8)
+    assert {e["MASTER_ADDR"] for e in by_task.values()} == {NODE_ADDR["n1"]}
+    first_port = int(by_task[0]["SLURM_STEP_RESV_PORTS"].split("-")[0].split(",")[0])
+    assert by_task[0]["MASTER_PORT"] == str(first_port)
+
+
+def test_master_addr_is_the_first_node_of_the_step(testbed):
+    by_task = task_envs(testbed.srun("-l", "-N2", "-n2", "-w", "n3,n4", "--primus", "env"))
+    check_ranks(by_task, 2)
+    assert {e["MASTER_ADDR"] for e in by_task.values()} == {NODE_ADDR["n3"]}
+
+
+def test_a_step_without_primus_is_left_alone(testbed):
+    by_task = task_envs(testbed.srun("-l", "-N2", "-n4", "env"))
+    assert sorted(by_task) == [0, 1, 2, 3]
+    for env in by_task.values():
+        for name in RANK_VARS:
+            assert name not in env, (name, env.get(name))
+        assert not [k for k in env if k.startswith("PRIMUS_")], env
+
+
+def test_bad_option_stops_srun_before_anything_runs(testbed):
+    before = job_count(testbed)
+    res = testbed.user_cmd(["srun", "-n1", "--primus-master-port=99999", "true"], check=False)
+    assert res.returncode != 0
+    assert "--primus-master-port: expected a port number (1-65535) or 'auto', got '99999'" in res.stderr
+    assert job_count(testbed) == before
+
+
+def test_sbatch_options_reach_the_steps_and_the_batch_step_is_no_rank(testbed):
+    script = testbed.write_script("job.sh", "#!/bin/sh\n"
+                                  "#SBATCH --primus=pytorch\n"
+                                  "#SBATCH -N2 --ntasks-per-node=2\n"
+                                  "echo \"batch RANK=${RANK:-none} FW=${PRIMUS_FRAMEWORK:-none}\"\n"
+                                  "srun -l env\n")
+    out_file = testbed.workdir / "job.out"
+    job = testbed.sbatch("-o", str(out_file), str(script))
+    testbed.wait_for(lambda: testbed.job(job).get("JobState") in (None, "COMPLETED", "FAILED")
+                     or not testbed.job(job), 60, f"job {job} to end")
+    testbed.wait_for(lambda: "batch RANK" in testbed.read("job.out"), 10, "the job's output")
+    out = testbed.read("job.out")
+    assert "batch RANK=none FW=pytorch" in out, out
+    check_ranks(task_envs(out), 4)
+
+
+def test_bad_sbatch_option_queues_nothing(testbed):
+    before = job_count(testbed)
+    script = testbed.write_script("bad.sh", "#!/bin/sh\n#SBATCH --primus=jax\ntrue\n")
+    res = testbed.user_cmd(["sbatch", str(script)], check=False)
+    assert res.returncode != 0
+    assert "--primus: expected one of pytorch, tensorflow, none, got 'jax'" in res.stderr
+    assert job_count(testbed) == before
+
+
+def test_pytorch_allreduce_over_four_nodes(testbed):
+    code = ("import torch, torch.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+            "dist.all_reduce(t)\n"
+            "print('SUM', dist.get_rank(), int(t.item()), flush=True)\n"
+            "dist.destroy_process_group()\n")
+    out = testbed.srun("-N4", "-n8", "--primus=pytorch", "/usr/bin/python3", "-c", code, timeout=180)
+    sums = sorted(tuple(map(int, line.split()[1:])) for line in out.splitlines() if line.startswith("SUM"))
+    assert sums == [(rank, 36) for rank in range(8)], out
+
+
+def test_cyclic_distribution(testbed):
+    by_task = task_envs(testbed.srun("-l", "-N4", "--ntasks-per-node=2", "-m", "cyclic",
+                                     "--primus", "env"))
+    check_ranks(by_task, 8)
+    assert [by_task[r]["SLURMD_NODENAME"] for r in range(8)] == ["n1", "n2", "n3", "n4"] * 2
+
+
+def test_tensorflow_configs_agree(testbed):
+    import json
+    by_task = task_envs(testbed.srun("-l", "-N2", "--ntasks-per-node=2", "--primus=tensorflow", "env"))
+    configs = {t: json.loads(e["TF_CONFIG"]) for t, e in by_task.items()}
+    workers = configs[0]["cluster"]["worker"]
+    assert len(set(workers)) == 4
+    for task, config in configs.items():
+        assert config["cluster"]["worker"] == workers
+        assert config["task"] == {"type": "worker", "index": task}
+        assert workers[task].startswith(by_task[task]["SLURMD_NODENAME"] + ":")
+
+
+def test_gpus_per_node_give_disjoint_blocks(testbed):
+    by_task = task_envs(testbed.srun("-l", "-N2", "--ntasks-per-node=2", "--gpus-per-node=4",
+                                     "--primus", "env"))
+    for env in by_task.values():
+        assert env["CUDA_VISIBLE_DEVICES"] == ("0,1" if env["LOCAL_RANK"] == "0" else "2,3"), env
+
+
+def test_pmix_rank_equals_rank(testbed):
+    by_task = task_envs(testbed.srun("-l", "--mpi=pmix", "-N2", "-n4", "--primus", "env"))
+    check_ranks(by_task, 4)
+    for env in by_task.values():
+        assert env["PMIX_RANK"] == env["RANK"]
+        assert env["PRIMUS_BOOTSTRAP"] == "pmix"
+
+
+def test_salloc_options_reach_the_steps(testbed):
+    out = testbed.user_cmd(["salloc", "-N2", "--ntasks-per-node=1", "--primus=tensorflow",
+                            "srun", "-l", "env"], timeout=90).stdout
+    by_task = task_envs(out)
+    check_ranks(by_task, 2)
+    for env in by_task.values():
+        assert env["PRIMUS_FRAMEWORK"] == "tensorflow" and "TF_CONFIG" in env
