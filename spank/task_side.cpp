@@ -1,8 +1,6 @@
 #include "task_side.hpp"
 
-#include <netdb.h>
 #include <slurm/slurm.h>
-#include <sys/socket.h>
 
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "primus/common/options.hpp"
 #include "primus/common/slurm_step.hpp"
 #include "primus/common/task_env.hpp"
+#include "primus/os/node_address.hpp"
 
 namespace primus::spank {
 namespace {
@@ -57,23 +56,6 @@ Environment read_task_environment(spank_t sp) {
   return env;
 }
 
-// The node's address as peers reach it (NodeAddr): the first IPv4 address its name resolves to.
-std::string node_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-    throw Error("MASTER_ADDR: cannot resolve the step's first node '" + host + "'");
-  }
-  char text[NI_MAXHOST] = {};
-  const int rc =
-      getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
-  freeaddrinfo(found);
-  if (rc != 0) throw Error("MASTER_ADDR: cannot format the address of '" + host + "'");
-  return text;
-}
-
 }  // namespace
 
 void set_task_environment(spank_t sp) {
@@ -106,7 +88,7 @@ void set_task_environment(spank_t sp) {
     }
   }
 
-  for (const auto& [name, value] : slurm_task_environment(env, options, node_address)) {
+  for (const auto& [name, value] : slurm_task_environment(env, options, os::node_address)) {
     if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
       throw Error("cannot set " + name + " in the task");
     }

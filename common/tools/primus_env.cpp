@@ -1,8 +1,6 @@
 // primus-env: prints the Primus rank environment, computed by the same code as the SPANK plugin
 // and primus-launch. Under srun it prints the calling task's; with --nproc N, each of N ranks on
 // this machine. The job secret is always redacted.
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "primus/common.hpp"
+#include "primus/os/node_address.hpp"
 
 extern char** environ;
 
@@ -36,20 +35,6 @@ primus::Environment process_environment() {
     if (eq != nullptr) env.emplace(std::string(text, eq), std::string(eq + 1));
   }
   return env;
-}
-
-// The first IPv4 address of `host`, as peers would connect to it; the name itself on failure.
-std::string resolve_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return host;
-  char text[NI_MAXHOST] = {};
-  const int rc =
-      getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
-  freeaddrinfo(found);
-  return rc == 0 ? std::string(text) : host;
 }
 
 std::string this_hostname() {
@@ -121,7 +106,7 @@ int run(int argc, char** argv) {
         "srun, or give --nproc N");
   }
   std::cout << primus::format_environment(
-      primus::slurm_task_environment(env, options, resolve_address));
+      primus::slurm_task_environment(env, options, primus::os::node_address));
   return 0;
 }
 
