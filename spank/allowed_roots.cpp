@@ -79,4 +79,14 @@ void check_under_roots(const std::string& what, const std::string& path, const s
               "', outside the directories this site allows (" + roots + ")");
 }
 
+void check_directories(const ResolvedOptions& options, const std::string& base) {
+  const std::string roots = options.value_or("ckpt-roots", "");
+  for (const char* name : {"primus-ckpt-dir", "primus-job-dir"}) {
+    if (const auto dir = options.get(name)) {
+      check_under_roots(option_display_name(*find_option(name), dir->source), dir->value, base,
+                        roots);
+    }
+  }
+}
+
 }  // namespace primus::spank

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "primus/common/options.hpp"
+
 namespace primus::spank {
 
 // `path` (relative to `base`) canonicalised: symbolic links of its existing part resolved, "."
@@ -14,5 +16,9 @@ std::string canonical_path(const std::string& path, const std::string& base);
 // (a ':'-separated list of absolute directories; empty: anywhere).
 void check_under_roots(const std::string& what, const std::string& path, const std::string& base,
                        const std::string& roots);
+
+// The job and checkpoint directories of `options` (relative ones taken from `base`) checked
+// against the site's ckpt_roots.
+void check_directories(const ResolvedOptions& options, const std::string& base);
 
 }  // namespace primus::spank

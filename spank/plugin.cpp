@@ -38,6 +38,18 @@ PluginState& state() {
   return instance;
 }
 
+std::optional<ResolvedOptions> requested_options(OptionSource source, const Environment& env) {
+  const OptionLayer command_line = parse_command_line_options(source, state().given);
+  if (!primus_requested(ResolvedOptions::resolve({state().site, command_line})) &&
+      !lookup(env, "PRIMUS_FRAMEWORK")) {
+    return std::nullopt;
+  }
+  ResolvedOptions options =
+      ResolvedOptions::resolve({state().site, parse_environment_options(env), command_line});
+  if (!primus_requested(options)) return std::nullopt;
+  return options;
+}
+
 namespace {
 
 template <typename Work>

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "primus/common/environment.hpp"
 #include "primus/common/options.hpp"
 
 namespace primus::spank {
@@ -19,5 +20,10 @@ struct PluginState {
 };
 
 PluginState& state();
+
+// The settings in force when the user asked for Primus (on `source`'s command line or through
+// PRIMUS_FRAMEWORK), else nullopt. Environment values are read, and validated, only then: a job
+// that does not use Primus is never refused for a stray PRIMUS_* variable.
+std::optional<ResolvedOptions> requested_options(OptionSource source, const Environment& env);
 
 }  // namespace primus::spank

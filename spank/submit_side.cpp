@@ -41,28 +41,12 @@ void set_variable(const std::string& name, const std::string& value) {
 }  // namespace
 
 void check_submission(spank_t /*sp*/, bool allocator) {
-  const OptionSource source = allocator ? OptionSource::kSbatch : OptionSource::kSrun;
-  const OptionLayer command_line = parse_command_line_options(source, state().given);
   const Environment env = primus_variables_of_this_process();
-  // Environment values matter only for a job that uses Primus: check them then.
-  OptionLayer environment;
-  const ResolvedOptions peek = ResolvedOptions::resolve({state().site, command_line});
-  const bool asked_on_command_line = primus_requested(peek);
-  if (asked_on_command_line || lookup(env, "PRIMUS_FRAMEWORK")) {
-    environment = parse_environment_options(env);
-  }
-  const ResolvedOptions options =
-      ResolvedOptions::resolve({state().site, environment, command_line});
-  if (!primus_requested(options)) return;
-
-  const std::string roots = options.value_or("ckpt-roots", "");
-  const std::string cwd = working_directory();
-  for (const char* name : {"primus-ckpt-dir", "primus-job-dir"}) {
-    if (const auto dir = options.get(name)) {
-      check_under_roots(option_display_name(*find_option(name), dir->source), dir->value, cwd,
-                        roots);
-    }
-  }
+  const auto requested =
+      requested_options(allocator ? OptionSource::kSbatch : OptionSource::kSrun, env);
+  if (!requested) return;
+  const ResolvedOptions& options = *requested;
+  check_directories(options, working_directory());
 
   // One secret per job: a step inside a job keeps the job's.
   const auto secret = lookup(env, "PRIMUS_JOB_SECRET");

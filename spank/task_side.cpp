@@ -66,12 +66,9 @@ void set_task_environment(spank_t sp) {
   if (step_id == SLURM_BATCH_SCRIPT) return;  // the batch step is not a rank
 
   const Environment env = read_task_environment(sp);
-  const OptionLayer command_line = parse_command_line_options(OptionSource::kSrun, state().given);
-  const ResolvedOptions peek = ResolvedOptions::resolve({state().site, command_line});
-  if (!primus_requested(peek) && !lookup(env, "PRIMUS_FRAMEWORK")) return;
-  const ResolvedOptions options =
-      ResolvedOptions::resolve({state().site, parse_environment_options(env), command_line});
-  if (!primus_requested(options)) return;
+  const auto requested = requested_options(OptionSource::kSrun, env);
+  if (!requested) return;
+  const ResolvedOptions& options = *requested;
 
   const auto secret = lookup(env, "PRIMUS_JOB_SECRET");
   if (!secret || !is_job_secret(*secret)) {
@@ -79,14 +76,7 @@ void set_task_environment(spank_t sp) {
         "PRIMUS_JOB_SECRET is missing or malformed: submit the job with srun, sbatch or "
         "salloc and --primus, on a cluster whose plugstack loads primus.so everywhere");
   }
-  const std::string submit_dir = lookup(env, "SLURM_SUBMIT_DIR").value_or("/");
-  const std::string roots = options.value_or("ckpt-roots", "");
-  for (const char* name : {"primus-ckpt-dir", "primus-job-dir"}) {
-    if (const auto dir = options.get(name)) {
-      check_under_roots(option_display_name(*find_option(name), dir->source), dir->value,
-                        submit_dir, roots);
-    }
-  }
+  check_directories(options, lookup(env, "SLURM_SUBMIT_DIR").value_or("/"));
 
   for (const auto& [name, value] : slurm_task_environment(env, options, os::node_address)) {
     if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
