@@ -177,4 +177,9 @@ std::string ResolvedOptions::value_or(std::string_view name, std::string_view fa
   return it == values_.end() ? std::string(fallback) : it->second.value;
 }
 
+bool option_enabled(const ResolvedOptions& options, std::string_view name) {
+  const std::string value = options.value_or(name, "0");
+  return value == "1" || value == "yes" || value == "true";
+}
+
 }  // namespace primus

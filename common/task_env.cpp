@@ -2,6 +2,7 @@
 
 #include "primus/common/error.hpp"
 #include "primus/common/gpu_binding.hpp"
+#include "primus/common/master_node.hpp"
 #include "primus/common/parse_number.hpp"
 #include "primus/common/ports.hpp"
 #include "primus/common/slurm_step.hpp"
@@ -61,7 +62,9 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
   in.topology = &step.topology;
   in.options = &options;
   in.self = step.self;
-  in.master_addr = resolve_address(step.topology.nodes().at(0));
+  const std::string& first_node = step.topology.nodes().at(0);
+  in.master_addr = master_node_address(env, first_node).value_or("");
+  if (in.master_addr.empty()) in.master_addr = resolve_address(first_node);
   in.ports = assign_ports(framework, step.topology.tasks_per_node().max_tasks(), block,
                           block_source, options.value_or("primus-master-port", "auto"));
   in.job_id = step.job_id;

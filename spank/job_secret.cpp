@@ -1,18 +1,29 @@
 #include "job_secret.hpp"
 
-#include <openssl/rand.h>
+#include <sys/random.h>
 
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 
 #include "primus/common/error.hpp"
 
 namespace primus::spank {
 
 std::string make_job_secret() {
+  // The kernel's CSPRNG (getrandom(2) blocks only until it is seeded, at boot). Not OpenSSL:
+  // loading libcrypto into srun and every slurmstepd cost about 3 ms per step start.
   std::array<unsigned char, 32> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
-    throw Error("cannot make the job secret: OpenSSL's RAND_bytes failed");
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t got = getrandom(bytes.data() + filled, bytes.size() - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw Error(std::string("cannot make the job secret: getrandom failed: ") +
+                  std::strerror(errno));
+    }
+    filled += static_cast<std::size_t>(got);
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string secret;

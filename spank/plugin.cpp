@@ -16,6 +16,7 @@ extern "C" {
 #include "plugin_state.hpp"
 #include "primus/common/error.hpp"
 #include "primus/common/options.hpp"
+#include "step_side.hpp"
 #include "submit_side.hpp"
 #include "task_side.hpp"
 
@@ -86,6 +87,12 @@ extern "C" PRIMUS_EXPORT int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, c
     if (context == S_CTX_LOCAL || context == S_CTX_ALLOCATOR) {
       primus::spank::check_submission(sp, context == S_CTX_ALLOCATOR);
     }
+  });
+}
+
+extern "C" PRIMUS_EXPORT int slurm_spank_local_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  return guarded("slurm_spank_local_user_init", [&] {
+    if (spank_context() == S_CTX_LOCAL) primus::spank::prepare_step(sp);
   });
 }
 

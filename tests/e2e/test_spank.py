@@ -60,6 +60,18 @@ def test_master_addr_is_the_first_node_of_the_step(testbed):
     by_task = task_envs(testbed.srun("-l", "-N2", "-n2", "-w", "n3,n4", "--primus", "env"))
     check_ranks(by_task, 2)
     assert {e["MASTER_ADDR"] for e in by_task.values()} == {NODE_ADDR["n3"]}
+    # srun asked slurmctld for n3's NodeAddr and handed it to the tasks.
+    shown = testbed.root_cmd(["scontrol", "show", "node", "n3"]).stdout
+    node_addr = re.search(r"NodeAddr=(\S+)", shown).group(1)
+    assert {e["PRIMUS_MASTER_NODE"] for e in by_task.values()} == {f"n3={node_addr}"}
+
+
+def test_an_enclosing_steps_master_node_never_leaks_into_a_step(testbed):
+    # The outer step's first node is n1; its rank 0 starts an inner step on n3 alone.
+    out = testbed.srun("-N2", "-n2", "-w", "n1,n3", "--primus", "bash", "-c",
+                       "[ $SLURM_PROCID = 0 ] && srun -N1 -n1 -w n3 --overlap --primus "
+                       "bash -c 'echo inner $MASTER_ADDR $PRIMUS_MASTER_NODE' || true")
+    assert f"inner {NODE_ADDR['n3']} n3={NODE_ADDR['n3']}" in out, out
 
 
 def test_a_step_without_primus_is_left_alone(testbed):

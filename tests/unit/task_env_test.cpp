@@ -46,6 +46,17 @@ TEST(SlurmTaskEnvironment, BindsADisjointGpuBlockAndUsesTheFirstNodeAddress) {
   EXPECT_EQ(env.at("PRIMUS_JOB_SECRET"), "k");
 }
 
+TEST(SlurmTaskEnvironment, TakesMasterAddrFromSrunsNodeAddrForTheFirstNodeOnly) {
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  Environment task = gpu_task();
+  task["PRIMUS_MASTER_NODE"] = "n3=10.9.8.7";
+  EXPECT_EQ(as_map(slurm_task_environment(task, options, address_of)).at("MASTER_ADDR"),
+            "10.9.8.7");
+  task["PRIMUS_MASTER_NODE"] = "n1=10.9.8.7";  // an outer step's: not this one's first node
+  EXPECT_EQ(as_map(slurm_task_environment(task, options, address_of)).at("MASTER_ADDR"),
+            "addr-of-n3");
+}
+
 TEST(SlurmTaskEnvironment, LeavesGpusAloneWhenSlurmBoundThemOrTheUserSaidNone) {
   Environment task = gpu_task();
   task["SLURM_GPUS_PER_TASK"] = "2";

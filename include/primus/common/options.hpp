@@ -107,4 +107,7 @@ class ResolvedOptions {
 // than none. A plugstack default alone turns it on for no job.
 bool primus_requested(const ResolvedOptions& options);
 
+// Whether a boolean setting (such as primus-verbose) is on: 1, yes or true.
+bool option_enabled(const ResolvedOptions& options, std::string_view name);
+
 }  // namespace primus
