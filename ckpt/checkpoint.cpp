@@ -1,0 +1,226 @@
+#include "primus/ckpt/checkpoint.hpp"
+
+#include <map>
+#include <memory>
+
+#include "box_copy.hpp"
+#include "fs.hpp"
+#include "primus/ckpt/layout.hpp"
+#include "primus/ckpt/store.hpp"
+#include "rank_file.hpp"
+
+namespace primus::ckpt {
+namespace {
+
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{256} << 20;
+
+Manifest read_manifest(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / kManifestName;
+  std::string text;
+  try {
+    text = fs::read_small_file(path, kMaxManifestBytes);
+  } catch (const Error& e) {
+    throw CorruptCheckpoint(e.what());
+  }
+  Manifest manifest = parse_manifest(text, path.string());
+  const auto named = parse_step_dir_name(dir.filename().string());
+  if (named && *named != manifest.step) {
+    throw CorruptCheckpoint(path.string() + ": says step " + std::to_string(manifest.step) +
+                            ", the directory step " + std::to_string(*named));
+  }
+  return manifest;
+}
+
+// The problems of one rank file against the manifest; stops at the first when `all` is false.
+void check_file(const std::filesystem::path& dir, const Manifest& manifest, const FileEntry& file,
+                Verify verify, std::vector<std::string>& problems, bool all) {
+  const std::filesystem::path path = dir / file.name;
+  const auto report = [&](const std::string& problem) {
+    if (!all) throw CorruptCheckpoint(problem);
+    problems.push_back(problem);
+  };
+  try {
+    const std::uint64_t size = fs::file_size(path);
+    if (size != file.size) {
+      report(path.string() + ": " + std::to_string(size) + " bytes, the manifest says " +
+             std::to_string(file.size) + (size < file.size ? " (truncated)" : ""));
+      return;
+    }
+  } catch (const CorruptCheckpoint&) {
+    throw;
+  } catch (const Error& e) {
+    report(e.what());
+    return;
+  }
+  std::unique_ptr<RankFile> rank_file;
+  try {
+    rank_file = std::make_unique<RankFile>(path);
+  } catch (const Error& e) {
+    report(e.what());
+    return;
+  }
+  const RankIndex& index = rank_file->index();
+  if (index.rank != file.rank || index.step != manifest.step ||
+      index.world_size != manifest.world_size) {
+    report(path.string() + ": holds rank " + std::to_string(index.rank) + " of step " +
+           std::to_string(index.step) + ", not what the manifest lists");
+    return;
+  }
+  std::map<std::string, const TensorPart*> parts;
+  for (const TensorPart& part : index.parts)
+    parts.emplace(part.name, &part);
+  for (const auto& [name, tensor] : manifest.tensors) {
+    for (const Shard& shard : tensor.shards) {
+      if (shard.file != file.name) continue;
+      const auto it = parts.find(name);
+      if (it == parts.end() || it->second->crc32c != shard.crc32c ||
+          it->second->shape != shard.shape || it->second->offset != shard.offset ||
+          it->second->dataset != shard.dataset) {
+        report(path.string() + ": " + shard.dataset +
+               ": the rank file's index disagrees with "
+               "the manifest");
+        continue;
+      }
+      if (verify == Verify::kFull) {
+        try {
+          rank_file->verify(shard.dataset, tensor.dtype, shard.shape, shard.crc32c);
+        } catch (const Error& e) {
+          report(e.what());
+        }
+      }
+    }
+  }
+  if (verify == Verify::kFull) {
+    try {
+      rank_file->state();
+    } catch (const Error& e) {
+      report(e.what());
+    }
+  }
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::filesystem::path& dir, Verify verify) {
+  Checkpoint checkpoint;
+  checkpoint.dir_ = dir;
+  checkpoint.manifest_ = read_manifest(dir);
+  std::vector<std::string> unused;
+  for (const FileEntry& file : checkpoint.manifest_.files) {
+    check_file(dir, checkpoint.manifest_, file, verify, unused, false);
+  }
+  return checkpoint;
+}
+
+std::vector<std::string> verify_problems(const std::filesystem::path& dir, Verify verify) {
+  std::vector<std::string> problems;
+  Manifest manifest;
+  try {
+    manifest = read_manifest(dir);
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+    return problems;
+  }
+  for (const FileEntry& file : manifest.files)
+    check_file(dir, manifest, file, verify, problems, true);
+  return problems;
+}
+
+const TensorEntry& Checkpoint::tensor(const std::string& name) const {
+  const auto it = manifest_.tensors.find(name);
+  if (it == manifest_.tensors.end()) {
+    throw Error("no tensor '" + name + "' in " + dir_.string());
+  }
+  return it->second;
+}
+
+std::vector<std::uint8_t> Checkpoint::read(const std::string& name, const Shape& offset,
+                                           const Shape& shape) const {
+  const TensorEntry& entry = tensor(name);
+  const Shape box_offset =
+      offset.empty() && shape.empty() ? Shape(entry.global_shape.size(), 0) : offset;
+  const Shape box_shape = offset.empty() && shape.empty() ? entry.global_shape : shape;
+  if (box_offset.size() != entry.global_shape.size() ||
+      box_shape.size() != entry.global_shape.size()) {
+    throw Error("tensor '" + name + "': the box needs " +
+                std::to_string(entry.global_shape.size()) + " dimensions");
+  }
+  for (std::size_t d = 0; d < box_shape.size(); ++d) {
+    if (box_offset[d] > entry.global_shape[d] ||
+        box_shape[d] > entry.global_shape[d] - box_offset[d]) {
+      throw Error("tensor '" + name + "': the box lies outside its global shape");
+    }
+  }
+  const std::size_t element = dtype_size(entry.dtype);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(element_count(box_shape) * element));
+  if (out.empty() && !box_shape.empty()) return out;
+  std::map<std::string, std::unique_ptr<RankFile>> files;
+  for (const Shard& shard : entry.shards) {
+    if (!box_shape.empty() && !boxes_intersect(shard.offset, shard.shape, box_offset, box_shape)) {
+      continue;
+    }
+    auto& file = files[shard.file];
+    if (!file) file = std::make_unique<RankFile>(dir_ / shard.file);
+    const std::size_t bytes = static_cast<std::size_t>(element_count(shard.shape) * element);
+    if (shard.offset == box_offset && shard.shape == box_shape) {
+      file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, out.data(), bytes);
+      continue;
+    }
+    std::vector<std::uint8_t> part(bytes);
+    file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, part.data(), bytes);
+    copy_overlap(element, part.data(), shard.offset, shard.shape, out.data(), box_offset,
+                 box_shape);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> Checkpoint::read_rows(const std::string& name, std::uint64_t begin,
+                                                std::uint64_t end) const {
+  const TensorEntry& entry = tensor(name);
+  if (entry.global_shape.empty() || begin > end || end > entry.global_shape[0]) {
+    throw Error("tensor '" + name + "': rows [" + std::to_string(begin) + ", " +
+                std::to_string(end) + ") are outside its first dimension");
+  }
+  Shape offset(entry.global_shape.size(), 0);
+  Shape shape = entry.global_shape;
+  offset[0] = begin;
+  shape[0] = end - begin;
+  return read(name, offset, shape);
+}
+
+std::map<std::string, StateValue> Checkpoint::state(int rank) const {
+  if (rank < 0 || rank >= manifest_.world_size) {
+    throw Error("rank " + std::to_string(rank) + " is not in this checkpoint of " +
+                std::to_string(manifest_.world_size) + " ranks");
+  }
+  return RankFile(dir_ / rank_file_name(rank)).state();
+}
+
+std::optional<Loaded> load_step(const std::filesystem::path& root, std::int64_t step, Verify verify,
+                                std::vector<std::string>* skipped) {
+  const std::filesystem::path dir = root / step_dir_name(step);
+  try {
+    return Loaded{Checkpoint::open(dir, verify), {}};
+  } catch (const Error& e) {
+    if (skipped != nullptr) skipped->emplace_back(e.what());
+    return std::nullopt;
+  }
+}
+
+std::optional<Loaded> load_latest(const std::filesystem::path& root, Verify verify,
+                                  std::vector<std::string>* skipped) {
+  std::vector<std::string> reasons;
+  for (const StepEntry& entry : list_steps(root)) {
+    try {
+      Loaded loaded{Checkpoint::open(entry.dir, verify), reasons};
+      if (skipped != nullptr) *skipped = reasons;
+      return loaded;
+    } catch (const Error& e) {
+      reasons.emplace_back(e.what());
+    }
+  }
+  if (skipped != nullptr) *skipped = reasons;
+  return std::nullopt;
+}
+
+}  // namespace primus::ckpt

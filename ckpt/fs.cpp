@@ -1,0 +1,117 @@
+#include "fs.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+#include "primus/common/error.hpp"
+
+namespace primus::ckpt::fs {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
+  throw Error(what + " " + path.string() + ": " + std::strerror(errno));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+void fsync_path(const std::filesystem::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail("cannot open", path);
+  if (::fsync(fd.get()) != 0) fail("cannot fsync", path);
+  if (::close(fd.release()) != 0) fail("cannot close", path);
+}
+
+void replace_file(const std::filesystem::path& path, const std::string& contents) {
+  std::filesystem::path temporary = path;
+  temporary += ".tmp";
+  {
+    Fd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) fail("cannot create", temporary);
+    std::size_t done = 0;
+    while (done < contents.size()) {
+      const ssize_t n = ::write(fd.get(), contents.data() + done, contents.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int saved = errno;
+        ::unlink(temporary.c_str());
+        errno = saved;
+        fail("cannot write", temporary);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd.get()) != 0) {
+      const int saved = errno;
+      ::unlink(temporary.c_str());
+      errno = saved;
+      fail("cannot fsync", temporary);
+    }
+    if (::close(fd.release()) != 0) fail("cannot close", temporary);
+  }
+  rename_path(temporary, path);
+}
+
+std::string read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) fail("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) throw Error(path.string() + " is not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    throw Error(path.string() + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  std::string contents(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::read(fd.get(), contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("cannot read", path);
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  contents.resize(done);
+  return contents;
+}
+
+void rename_path(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    throw Error("cannot rename " + from.string() + " to " + to.string() + ": " +
+                std::strerror(errno));
+  }
+}
+
+std::uint64_t file_size(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) fail("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) throw Error(path.string() + " is not a regular file");
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+void remove_tree(const std::filesystem::path& path) {
+  std::error_code error;
+  // remove_all removes symbolic links themselves, never what they point at.
+  std::filesystem::remove_all(path, error);
+  if (error) throw Error("cannot remove " + path.string() + ": " + error.message());
+}
+
+}  // namespace primus::ckpt::fs

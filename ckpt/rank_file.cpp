@@ -1,0 +1,155 @@
+#include "rank_file.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "crc32c.hpp"
+#include "primus/ckpt/layout.hpp"
+
+namespace primus::ckpt {
+namespace {
+
+constexpr std::size_t kVerifySlabBytes = std::size_t{64} << 20;
+
+}  // namespace
+
+RankFile::RankFile(const std::filesystem::path& path) : path_(path) {
+  try {
+    file_ = h5::open_file_readonly(path.string());
+    if (h5::read_string_attribute(file_.get(), "primus_format") != "primus-ckpt-rank") {
+      corrupt("not a Primus rank file");
+    }
+    const h5::Handle index = h5::open_dataset(file_.get(), "primus_index");
+    index_ = parse_rank_index(h5::read_string_dataset(index.get(), "primus_index"),
+                              path.string() + ": primus_index");
+  } catch (const CorruptCheckpoint&) {
+    throw;
+  } catch (const Error& e) {
+    corrupt(e.what());
+  }
+}
+
+void RankFile::corrupt(const std::string& what) const {
+  throw CorruptCheckpoint(path_.string() + ": " + what);
+}
+
+h5::Handle RankFile::open_checked(const std::string& dataset, DType dtype,
+                                  const Shape& shape) const {
+  h5::Handle handle;
+  try {
+    handle = h5::open_dataset(file_.get(), dataset);
+    const h5::Handle type = h5::checked(H5Dget_type(handle.get()), H5Tclose, "type");
+    if (!h5::type_matches(type.get(), dtype)) {
+      corrupt(dataset + ": the stored type is not " + std::string(to_string(dtype)));
+    }
+    if (h5::dataset_shape(handle.get()) != shape) corrupt(dataset + ": the shape differs");
+  } catch (const CorruptCheckpoint&) {
+    throw;
+  } catch (const Error& e) {
+    corrupt(dataset + ": " + e.what());
+  }
+  return handle;
+}
+
+void RankFile::read(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc,
+                    void* out, std::size_t bytes) const {
+  if (bytes != element_count(shape) * dtype_size(dtype)) corrupt(dataset + ": size mismatch");
+  const h5::Handle handle = open_checked(dataset, dtype, shape);
+  if (bytes > 0) {
+    try {
+      const h5::Handle type = h5::file_type(dtype);
+      h5::check(H5Dread(handle.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "read");
+    } catch (const Error& e) {
+      corrupt(dataset + ": " + e.what());
+    }
+  }
+  if (crc32c(out, bytes) != crc) corrupt(dataset + ": checksum mismatch (CRC32C)");
+}
+
+void RankFile::verify(const std::string& dataset, DType dtype, const Shape& shape,
+                      std::uint32_t crc) const {
+  const h5::Handle handle = open_checked(dataset, dtype, shape);
+  const std::size_t element = dtype_size(dtype);
+  Crc32c running;
+  if (shape.empty()) {
+    std::vector<unsigned char> value(element);
+    read(dataset, dtype, shape, crc, value.data(), value.size());
+    return;
+  }
+  const std::uint64_t rows = shape[0];
+  const std::uint64_t row_bytes =
+      element_count(shape) == 0 ? 0 : element_count(shape) / rows * element;
+  if (row_bytes > 0) {
+    const std::uint64_t rows_per_slab = std::max<std::uint64_t>(1, kVerifySlabBytes / row_bytes);
+    std::vector<unsigned char> slab(
+        static_cast<std::size_t>(std::min(rows, rows_per_slab) * row_bytes));
+    try {
+      const h5::Handle type = h5::file_type(dtype);
+      const h5::Handle file_space = h5::checked(H5Dget_space(handle.get()), H5Sclose, "space");
+      for (std::uint64_t row = 0; row < rows; row += rows_per_slab) {
+        const std::uint64_t n = std::min(rows_per_slab, rows - row);
+        std::vector<hsize_t> start(shape.size(), 0);
+        std::vector<hsize_t> count(shape.begin(), shape.end());
+        start[0] = row;
+        count[0] = n;
+        h5::check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                      count.data(), nullptr),
+                  "selecting rows");
+        const h5::Handle memory = h5::dataspace(Shape(count.begin(), count.end()));
+        h5::check(H5Dread(handle.get(), type.get(), memory.get(), file_space.get(), H5P_DEFAULT,
+                          slab.data()),
+                  "read");
+        running.update(slab.data(), static_cast<std::size_t>(n * row_bytes));
+      }
+    } catch (const Error& e) {
+      corrupt(dataset + ": " + e.what());
+    }
+  }
+  if (running.value() != crc) corrupt(dataset + ": checksum mismatch (CRC32C)");
+}
+
+std::map<std::string, StateValue> RankFile::state() const {
+  std::map<std::string, StateValue> values;
+  for (const auto& [key, crc] : index_.state) {
+    const std::string dataset = "/state/" + dataset_name(key);
+    try {
+      const h5::Handle handle = h5::open_dataset(file_.get(), dataset);
+      const h5::Handle type = h5::checked(H5Dget_type(handle.get()), H5Tclose, "type");
+      const H5T_class_t kind = H5Tget_class(type.get());
+      if (kind == H5T_STRING) {
+        const std::string text = h5::read_string_dataset(handle.get(), dataset);
+        if (crc32c(text.data(), text.size()) != crc) corrupt(dataset + ": checksum mismatch");
+        values.emplace(key, text);
+      } else if (kind == H5T_INTEGER && H5Tget_size(type.get()) == 8) {
+        unsigned char bytes[8] = {};
+        h5::check(H5Dread(handle.get(), H5T_STD_I64LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes),
+                  "read");
+        if (crc32c(bytes, sizeof bytes) != crc) corrupt(dataset + ": checksum mismatch");
+        std::uint64_t value = 0;
+        for (int i = 7; i >= 0; --i)
+          value = (value << 8) | bytes[i];
+        values.emplace(key, static_cast<std::int64_t>(value));
+      } else if (kind == H5T_INTEGER && H5Tget_size(type.get()) == 1) {
+        const Shape shape = h5::dataset_shape(handle.get());
+        if (shape.size() != 1) corrupt(dataset + ": expected a byte string");
+        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(shape[0]));
+        if (!bytes.empty()) {
+          h5::check(
+              H5Dread(handle.get(), H5T_STD_U8LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
+              "read");
+        }
+        if (crc32c(bytes.data(), bytes.size()) != crc) corrupt(dataset + ": checksum mismatch");
+        values.emplace(key, std::move(bytes));
+      } else {
+        corrupt(dataset + ": not an integer, a string or bytes");
+      }
+    } catch (const CorruptCheckpoint&) {
+      throw;
+    } catch (const Error& e) {
+      corrupt(dataset + ": " + e.what());
+    }
+  }
+  return values;
+}
+
+}  // namespace primus::ckpt

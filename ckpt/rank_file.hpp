@@ -1,0 +1,39 @@
+// Reading one rank file of a checkpoint: its index, its tensors' parts (checked against their
+// CRC32C) and its state. Every failure is a CorruptCheckpoint naming the file and dataset.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "hdf5.hpp"
+#include "primus/ckpt/checkpoint.hpp"
+#include "primus/ckpt/manifest.hpp"
+
+namespace primus::ckpt {
+
+class RankFile {
+ public:
+  explicit RankFile(const std::filesystem::path& path);
+
+  const RankIndex& index() const { return index_; }
+  const std::filesystem::path& path() const { return path_; }
+
+  // The whole part into out (exactly its byte size), verified.
+  void read(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc,
+            void* out, std::size_t bytes) const;
+  // Reads the part slab by slab (bounded memory) and checks its CRC32C.
+  void verify(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc) const;
+
+  std::map<std::string, StateValue> state() const;
+
+ private:
+  h5::Handle open_checked(const std::string& dataset, DType dtype, const Shape& shape) const;
+  [[noreturn]] void corrupt(const std::string& what) const;
+
+  std::filesystem::path path_;
+  h5::Handle file_;
+  RankIndex index_;
+};
+
+}  // namespace primus::ckpt

@@ -1,0 +1,184 @@
+#include "primus/ckpt/store.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <set>
+#include <system_error>
+
+#include "fs.hpp"
+#include "primus/ckpt/layout.hpp"
+#include "primus/ckpt/manifest.hpp"
+#include "primus/common/error.hpp"
+#include "rank_file.hpp"
+
+namespace primus::ckpt {
+namespace {
+
+constexpr std::string_view kOldPrefix = ".old-";
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32] = {};
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+bool is_real_directory(const std::filesystem::path& path) {
+  std::error_code error;
+  return std::filesystem::symlink_status(path, error).type() ==
+         std::filesystem::file_type::directory;
+}
+
+std::vector<std::filesystem::path> entries(const std::filesystem::path& root) {
+  std::vector<std::filesystem::path> paths;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(root, error), end; !error && it != end;
+       it.increment(error)) {
+    paths.push_back(it->path());
+  }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    throw Error("cannot list " + root.string() + ": " + error.message());
+  }
+  return paths;
+}
+
+// Removes what is in the temporary directory but is not part of this checkpoint (rank files
+// of a larger world from an earlier attempt, stray temporaries).
+void remove_strays(const std::filesystem::path& dir, const Manifest& manifest) {
+  std::set<std::string> keep;
+  for (const FileEntry& file : manifest.files)
+    keep.insert(file.name);
+  keep.insert(std::string(kManifestName));
+  for (const std::filesystem::path& path : entries(dir)) {
+    if (keep.count(path.filename().string()) == 0) fs::remove_tree(path);
+  }
+}
+
+}  // namespace
+
+CommitResult commit(const std::filesystem::path& root, std::int64_t step, int world_size) {
+  const std::filesystem::path temporary = root / temporary_dir_name(step);
+  const std::filesystem::path final_dir = root / step_dir_name(step);
+  if (!is_real_directory(temporary)) {
+    throw Error("cannot commit step " + std::to_string(step) + ": " + temporary.string() +
+                " does not exist (did every rank's RankWriter finish?)");
+  }
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    throw Error("cannot commit: world size " + std::to_string(world_size) + " is out of range");
+  }
+  std::vector<RankIndex> indexes;
+  std::vector<FileEntry> files;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const std::filesystem::path path = temporary / rank_file_name(rank);
+    if (!std::filesystem::exists(path)) {
+      throw CorruptCheckpoint("cannot commit step " + std::to_string(step) + ": " + path.string() +
+                              " is missing");
+    }
+    indexes.push_back(RankFile(path).index());
+    files.push_back(FileEntry{path.filename().string(), rank, fs::file_size(path)});
+  }
+  const Manifest manifest = build_manifest(step, world_size, indexes, files, utc_now());
+  remove_strays(temporary, manifest);
+  fs::replace_file(temporary / kManifestName, to_json(manifest));
+  for (const FileEntry& file : files)
+    fs::fsync_path(temporary / file.name);
+  fs::fsync_path(temporary);
+
+  // A step saved again (after a restart at that very step) replaces the earlier copy.
+  std::filesystem::path displaced;
+  if (is_real_directory(final_dir)) {
+    displaced =
+        root / (std::string(kOldPrefix) + step_dir_name(step) + "-" + std::to_string(::getpid()));
+    fs::rename_path(final_dir, displaced);
+  }
+  fs::rename_path(temporary, final_dir);
+
+  const std::optional<std::int64_t> latest = read_latest(root);
+  if (!latest || *latest <= step || !is_real_directory(root / step_dir_name(*latest))) {
+    fs::replace_file(root / kLatestName, step_dir_name(step) + "\n");
+  }
+  fs::fsync_path(root);
+  // Committed: what follows only tidies up, and never fails the save.
+  try {
+    if (!displaced.empty()) fs::remove_tree(displaced);
+    for (const std::filesystem::path& path : entries(root)) {
+      const auto older = parse_temporary_dir_name(path.filename().string());
+      if (older && *older < step) fs::remove_tree(path);
+    }
+  } catch (const Error&) {
+  }
+  return CommitResult{final_dir, manifest.total_bytes()};
+}
+
+std::vector<StepEntry> list_steps(const std::filesystem::path& root) {
+  const std::optional<std::int64_t> latest = read_latest(root);
+  std::vector<StepEntry> steps;
+  for (const std::filesystem::path& path : entries(root)) {
+    const auto step = parse_step_dir_name(path.filename().string());
+    if (step && is_real_directory(path)) steps.push_back(StepEntry{*step, path, step == latest});
+  }
+  std::sort(steps.begin(), steps.end(),
+            [](const StepEntry& a, const StepEntry& b) { return a.step > b.step; });
+  return steps;
+}
+
+std::optional<std::int64_t> read_latest(const std::filesystem::path& root) {
+  try {
+    std::string text = fs::read_small_file(root / kLatestName, 64);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+      text.pop_back();
+    return parse_step_dir_name(text);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<std::int64_t> steps_to_prune(std::vector<std::int64_t> steps, std::size_t keep_last,
+                                         std::int64_t keep_every,
+                                         std::optional<std::int64_t> protect) {
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  std::vector<std::int64_t> doomed;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::int64_t step = steps[i];
+    const bool keep = i < keep_last || (keep_every > 0 && step % keep_every == 0) ||
+                      (protect && step == *protect);
+    if (!keep) doomed.push_back(step);
+  }
+  return doomed;
+}
+
+std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
+                                         std::int64_t keep_every) {
+  const std::vector<StepEntry> steps = list_steps(root);
+  std::vector<std::int64_t> numbers;
+  for (const StepEntry& entry : steps)
+    numbers.push_back(entry.step);
+  std::vector<std::filesystem::path> removed;
+  for (const std::int64_t step :
+       steps_to_prune(numbers, keep_last, keep_every, read_latest(root))) {
+    const std::filesystem::path path = root / step_dir_name(step);
+    fs::remove_tree(path);
+    removed.push_back(path);
+  }
+  // Leftovers of saves that never committed, older than the newest committed step, and of
+  // replaced steps.
+  const std::int64_t newest = steps.empty() ? -1 : steps.front().step;
+  for (const std::filesystem::path& path : entries(root)) {
+    const std::string name = path.filename().string();
+    const auto temporary = parse_temporary_dir_name(name);
+    if ((temporary && *temporary <= newest) ||
+        name.compare(0, kOldPrefix.size(), kOldPrefix) == 0) {
+      fs::remove_tree(path);
+      removed.push_back(path);
+    }
+  }
+  if (!removed.empty()) fs::fsync_path(root);
+  return removed;
+}
+
+}  // namespace primus::ckpt

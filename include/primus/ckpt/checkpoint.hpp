@@ -1,0 +1,69 @@
+// Reading committed checkpoints: verification, the newest valid one, tensors into any world
+// size.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "primus/ckpt/manifest.hpp"
+
+namespace primus::ckpt {
+
+enum class Verify {
+  kQuick,  // manifest checksum, every file present with its size, every rank index as listed
+  kFull,   // and every dataset's CRC32C
+};
+
+using StateValue = std::variant<std::int64_t, std::string, std::vector<std::uint8_t>>;
+
+class Checkpoint {
+ public:
+  // Opens and verifies <dir>; throws CorruptCheckpoint naming the file and dataset at fault.
+  static Checkpoint open(const std::filesystem::path& dir, Verify verify = Verify::kQuick);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const Manifest& manifest() const { return manifest_; }
+  std::int64_t step() const { return manifest_.step; }
+  int world_size() const { return manifest_.world_size; }
+  const TensorEntry& tensor(const std::string& name) const;  // throws Error if absent
+
+  // The box [offset, offset + shape) of the tensor, raw bytes in C order, assembled from the
+  // shards that overlap it; each shard read is checked against its CRC32C. Empty offset and
+  // shape: the whole tensor. Loading into another world size reads another box.
+  std::vector<std::uint8_t> read(const std::string& name, const Shape& offset = {},
+                                 const Shape& shape = {}) const;
+
+  // Rows [begin, end) of the first dimension (the usual shard of a new world size).
+  std::vector<std::uint8_t> read_rows(const std::string& name, std::uint64_t begin,
+                                      std::uint64_t end) const;
+
+  // The state rank `rank` saved.
+  std::map<std::string, StateValue> state(int rank) const;
+
+ private:
+  std::filesystem::path dir_;
+  Manifest manifest_;
+};
+
+// The full verification of <dir>: every problem, each naming its file (and dataset).
+std::vector<std::string> verify_problems(const std::filesystem::path& dir, Verify verify);
+
+struct Loaded {
+  Checkpoint checkpoint;
+  std::vector<std::string> skipped;  // "step-...: why", newest first
+};
+
+// The newest committed checkpoint under root that verifies (or the one of `step`), else
+// nullopt; what was skipped and why is in `skipped`, also when nothing was found.
+std::optional<Loaded> load_latest(const std::filesystem::path& root, Verify verify = Verify::kQuick,
+                                  std::vector<std::string>* skipped = nullptr);
+std::optional<Loaded> load_step(const std::filesystem::path& root, std::int64_t step,
+                                Verify verify = Verify::kQuick,
+                                std::vector<std::string>* skipped = nullptr);
+
+}  // namespace primus::ckpt

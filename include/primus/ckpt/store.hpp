@@ -1,0 +1,45 @@
+// The checkpoint root directory: commit, list, prune, garbage collection.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace primus::ckpt {
+
+struct CommitResult {
+  std::filesystem::path dir;  // <root>/step-<step>
+  std::uint64_t bytes = 0;
+};
+
+// Rank 0, once every rank's RankWriter::finish() succeeded: manifest, fsync of every file and of
+// the directory, rename into place, LATEST, fsync of the root. Throws on any failure, leaving
+// the previous checkpoints and LATEST as they were.
+CommitResult commit(const std::filesystem::path& root, std::int64_t step, int world_size);
+
+struct StepEntry {
+  std::int64_t step = 0;
+  std::filesystem::path dir;
+  bool latest = false;  // named by LATEST
+};
+
+// Committed step directories, newest first (not verified).
+std::vector<StepEntry> list_steps(const std::filesystem::path& root);
+
+// The step LATEST names, if it names a well-formed step directory name.
+std::optional<std::int64_t> read_latest(const std::filesystem::path& root);
+
+// Which of `steps` to delete: all but the newest keep_last and, when keep_every > 0, every step
+// divisible by keep_every; never `protect` (LATEST's). Pure.
+std::vector<std::int64_t> steps_to_prune(std::vector<std::int64_t> steps, std::size_t keep_last,
+                                         std::int64_t keep_every,
+                                         std::optional<std::int64_t> protect);
+
+// Deletes what steps_to_prune selects and every temporary directory of a step not newer than
+// the newest committed one. Returns the removed paths.
+std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
+                                         std::int64_t keep_every = 0);
+
+}  // namespace primus::ckpt

@@ -1,0 +1,289 @@
+// libprimus-ckpt on real HDF5 files: save, commit, load (also into another world size),
+// verification, fallback past torn and corrupt checkpoints, retention.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "ckpt_test_util.hpp"
+#include "primus/ckpt.hpp"
+
+namespace primus::ckpt {
+namespace {
+
+using testing::TempDir;
+
+// Rows of a [rows, 3] float32 tensor: value = 1000 * step + row * 3 + column.
+std::vector<float> weight_rows(std::int64_t step, std::uint64_t begin, std::uint64_t count) {
+  std::vector<float> values(count * 3);
+  for (std::uint64_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(1000 * step + static_cast<std::int64_t>(begin * 3 + i));
+  return values;
+}
+
+std::vector<float> as_floats(const std::vector<std::uint8_t>& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+// Saves `step` from `world` ranks: "w" [6, 3] sharded by rows, "bias" replicated (rank 0),
+// per-rank state. Commits unless told not to.
+void save(const std::filesystem::path& root, std::int64_t step, int world, bool commit_it = true) {
+  const std::uint64_t rows = 6;
+  for (int rank = 0; rank < world; ++rank) {
+    RankWriter writer(root, step, rank, world);
+    const std::uint64_t begin = rows * rank / world;
+    const std::uint64_t end = rows * (rank + 1) / world;
+    const std::vector<float> part = weight_rows(step, begin, end - begin);
+    writer.add_tensor({"w", DType::kFloat32, {end - begin, 3}, part.data(), {rows, 3}, {begin, 0}});
+    if (rank == 0) {
+      const std::vector<std::uint16_t> bias = {0x3F80, 0x4000, 0xC040};  // bfloat16 1, 2, -3
+      writer.add_tensor({"model/bias", DType::kBFloat16, {3}, bias.data(), {}, {}});
+    }
+    writer.set_int("step", step);
+    writer.set_string("metadata", "{\"rank\": " + std::to_string(rank) + "}");
+    writer.set_bytes("rng", std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(rank + 1)));
+    writer.finish();
+  }
+  if (commit_it) commit(root, step, world);
+}
+
+TEST(CkptFiles, SavesCommitsAndLoadsEveryDtype) {
+  TempDir dir;
+  RankWriter writer(dir.path(), 5, 0, 1);
+  std::vector<std::vector<std::uint8_t>> payloads;
+  for (const DType dtype : all_dtypes()) {
+    std::vector<std::uint8_t> bytes(7 * 5 * dtype_size(dtype));
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<std::uint8_t>(i * 37 + static_cast<std::size_t>(dtype));
+    if (dtype == DType::kBool) {
+      for (auto& b : bytes)
+        b &= 1;
+    }
+    writer.add_tensor({std::string(to_string(dtype)), dtype, {7, 5}, bytes.data(), {}, {}});
+    payloads.push_back(bytes);
+  }
+  const double scalar = 2.5;
+  writer.add_tensor({"scalar", DType::kFloat64, {}, &scalar, {}, {}});
+  writer.add_tensor({"empty", DType::kInt32, {0, 4}, nullptr, {}, {}});
+  writer.finish();
+  const CommitResult result = commit(dir.path(), 5, 1);
+  EXPECT_EQ(result.dir, dir.path() / "step-000000000005");
+  EXPECT_GT(result.bytes, 0U);
+
+  const auto loaded = load_latest(dir.path(), Verify::kFull);
+  ASSERT_TRUE(loaded);
+  EXPECT_TRUE(loaded->skipped.empty());
+  const Checkpoint& ckpt = loaded->checkpoint;
+  for (std::size_t i = 0; i < all_dtypes().size(); ++i) {
+    const DType dtype = all_dtypes()[i];
+    EXPECT_EQ(ckpt.tensor(std::string(to_string(dtype))).dtype, dtype);
+    EXPECT_EQ(ckpt.read(std::string(to_string(dtype))), payloads[i]) << to_string(dtype);
+  }
+  const auto s = ckpt.read("scalar");
+  double back = 0;
+  std::memcpy(&back, s.data(), sizeof back);
+  EXPECT_EQ(back, 2.5);
+  EXPECT_TRUE(ckpt.read("empty").empty());
+  EXPECT_EQ(ckpt.tensor("empty").global_shape, (Shape{0, 4}));
+}
+
+TEST(CkptFiles, LoadsIntoAnotherWorldSize) {
+  TempDir dir;
+  save(dir.path(), 3, 2);
+  const auto loaded = load_latest(dir.path());
+  ASSERT_TRUE(loaded);
+  const Checkpoint& ckpt = loaded->checkpoint;
+  EXPECT_EQ(ckpt.world_size(), 2);
+  EXPECT_EQ(as_floats(ckpt.read("w")), weight_rows(3, 0, 6));
+  // Three ranks now: rows [0,2), [2,4), [4,6) straddle the two saved shards [0,3), [3,6).
+  for (std::uint64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(as_floats(ckpt.read_rows("w", 2 * r, 2 * r + 2)), weight_rows(3, 2 * r, 2));
+  }
+  // A box across both shards and not whole in dimension 1.
+  const auto box = as_floats(ckpt.read("w", {2, 1}, {2, 2}));
+  EXPECT_EQ(box, (std::vector<float>{3007, 3008, 3010, 3011}));
+  const auto bias = ckpt.read("model/bias");
+  EXPECT_EQ(bias.size(), 6U);
+  EXPECT_EQ(bias[0], 0x80);
+  EXPECT_EQ(bias[1], 0x3F);
+
+  const auto state = ckpt.state(1);
+  EXPECT_EQ(std::get<std::int64_t>(state.at("step")), 3);
+  EXPECT_EQ(std::get<std::string>(state.at("metadata")), "{\"rank\": 1}");
+  EXPECT_EQ(std::get<std::vector<std::uint8_t>>(state.at("rng")), std::vector<std::uint8_t>(16, 2));
+  EXPECT_THROW(ckpt.read_rows("w", 5, 7), Error);
+  EXPECT_THROW(ckpt.tensor("nope"), Error);
+}
+
+TEST(CkptFiles, WriterRefusesBadInput) {
+  TempDir dir;
+  RankWriter writer(dir.path(), 1, 0, 1);
+  const float x[4] = {1, 2, 3, 4};
+  writer.add_tensor({"x", DType::kFloat32, {4}, x, {}, {}});
+  EXPECT_THROW(writer.add_tensor({"x", DType::kFloat32, {4}, x, {}, {}}), Error);
+  EXPECT_THROW(writer.add_tensor({"y", DType::kFloat32, {4}, x, {6}, {3}}), Error);
+  EXPECT_THROW(writer.add_tensor({"z", DType::kFloat32, {4}, nullptr, {}, {}}), Error);
+  EXPECT_THROW(writer.add_tensor({"", DType::kFloat32, {4}, x, {}, {}}), Error);
+  EXPECT_THROW(writer.set_string("s", std::string("a\0b", 3)), Error);
+  EXPECT_THROW(RankWriter(dir.path(), 1, 2, 2), Error);
+  EXPECT_THROW(RankWriter(dir.path(), -1, 0, 1), Error);
+}
+
+TEST(CkptFiles, NothingIsVisibleBeforeCommitAndAFailedCommitChangesNothing) {
+  TempDir dir;
+  save(dir.path(), 10, 2);
+  save(dir.path(), 20, 2, /*commit_it=*/false);
+  auto loaded = load_latest(dir.path());
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded->checkpoint.step(), 10);  // the uncommitted step 20 is invisible
+  EXPECT_EQ(read_latest(dir.path()), 10);
+
+  // Step 30 with a rank missing: the commit fails, step 10 stays the latest.
+  {
+    RankWriter writer(dir.path(), 30, 0, 2);
+    const auto part = weight_rows(30, 0, 3);
+    writer.add_tensor({"w", DType::kFloat32, {3, 3}, part.data(), {6, 3}, {0, 0}});
+    writer.finish();
+  }
+  EXPECT_THROW(commit(dir.path(), 30, 2), CorruptCheckpoint);
+  EXPECT_EQ(read_latest(dir.path()), 10);
+  EXPECT_EQ(load_latest(dir.path())->checkpoint.step(), 10);
+
+  // Committing step 20 now works; pruning keeps it and removes the stale temporaries.
+  commit(dir.path(), 20, 2);
+  EXPECT_EQ(read_latest(dir.path()), 20);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / ".tmp-step-000000000020"));
+  const auto removed = prune(dir.path(), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "step-000000000010"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "step-000000000020"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / ".tmp-step-000000000030"));  // newer: kept
+  EXPECT_EQ(removed.size(), 1U);
+}
+
+TEST(CkptFiles, SavingAStepAgainReplacesIt) {
+  TempDir dir;
+  save(dir.path(), 10, 2);
+  save(dir.path(), 10, 3);
+  const auto loaded = load_latest(dir.path(), Verify::kFull);
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded->checkpoint.world_size(), 3);
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path()))
+    ++entries;
+  EXPECT_EQ(entries, 2U);  // step-000000000010 and LATEST
+}
+
+// Corruption of the newest checkpoint: verify names it, load falls back to the previous one.
+class CkptCorruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    save(dir_.path(), 10, 2);
+    save(dir_.path(), 20, 2);
+  }
+  std::filesystem::path newest() const { return dir_.path() / "step-000000000020"; }
+  std::filesystem::path rank1() const { return newest() / "rank-00001.h5"; }
+
+  // The problem text that full verification reports, and a check that load falls back.
+  std::string expect_detected() {
+    const auto problems = verify_problems(newest(), Verify::kFull);
+    EXPECT_FALSE(problems.empty());
+    std::vector<std::string> skipped;
+    const auto loaded = load_latest(dir_.path(), Verify::kFull, &skipped);
+    EXPECT_TRUE(loaded);
+    if (loaded) {
+      EXPECT_EQ(loaded->checkpoint.step(), 10);
+    }
+    EXPECT_EQ(skipped.size(), 1U);
+    return problems.empty() ? "" : problems.front();
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(CkptCorruption, AFlippedTensorByteFailsItsChecksum) {
+  // Rank 1 holds rows [3, 6) of step 20: values 20009..20017. Find the first and flip it.
+  const float first = 20009;
+  const std::string bytes = testing::read_bytes(rank1());
+  const std::size_t at = bytes.find(std::string(reinterpret_cast<const char*>(&first), 4));
+  ASSERT_NE(at, std::string::npos);
+  testing::flip_byte(rank1(), at + 1);
+  EXPECT_TRUE(verify_problems(newest(), Verify::kQuick).empty());  // sizes and indexes agree
+  const std::string problem = expect_detected();
+  EXPECT_NE(problem.find("rank-00001.h5: /tensors/w: checksum mismatch"), std::string::npos)
+      << problem;
+  // A checked read never returns the damaged bytes.
+  const Checkpoint damaged = Checkpoint::open(newest(), Verify::kQuick);
+  EXPECT_THROW(damaged.read("w"), CorruptCheckpoint);
+  EXPECT_EQ(as_floats(damaged.read_rows("w", 0, 3)), weight_rows(20, 0, 3));
+}
+
+TEST_F(CkptCorruption, AFlippedManifestByteFailsTheManifestChecksum) {
+  const std::string text = testing::read_bytes(newest() / "manifest.json");
+  testing::flip_byte(newest() / "manifest.json", text.find("world_size") + 2);
+  EXPECT_NE(expect_detected().find("manifest.json: checksum mismatch"), std::string::npos);
+}
+
+TEST_F(CkptCorruption, ADamagedSuperblockIsNotHdf5) {
+  testing::flip_byte(rank1(), 0);
+  EXPECT_NE(expect_detected().find("rank-00001.h5: cannot open"), std::string::npos);
+}
+
+TEST_F(CkptCorruption, ADamagedObjectHeaderIsReported) {
+  // The object header of /tensors/w in rank 1's file.
+  haddr_t address = 0;
+  {
+    const hid_t file = H5Fopen(rank1().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    H5O_info_t info{};
+    ASSERT_GE(H5Oget_info_by_name2(file, "/tensors/w", &info, H5O_INFO_BASIC, H5P_DEFAULT), 0);
+    address = info.addr;
+    H5Fclose(file);
+  }
+  testing::flip_byte(rank1(), static_cast<std::size_t>(address));
+  EXPECT_NE(expect_detected().find("rank-00001.h5"), std::string::npos);
+}
+
+TEST_F(CkptCorruption, ATruncatedRankFileIsCaughtByItsSize) {
+  const std::string bytes = testing::read_bytes(rank1());
+  testing::write_bytes(rank1(), bytes.substr(0, bytes.size() / 2));
+  const auto quick = verify_problems(newest(), Verify::kQuick);
+  ASSERT_EQ(quick.size(), 1U);
+  EXPECT_NE(quick[0].find("(truncated)"), std::string::npos) << quick[0];
+  expect_detected();
+}
+
+TEST_F(CkptCorruption, AMissingRankFileIsReported) {
+  std::filesystem::remove(rank1());
+  EXPECT_NE(expect_detected().find("rank-00001.h5"), std::string::npos);
+}
+
+TEST(CkptFiles, MalformedFilesErrorCleanly) {
+  TempDir dir;
+  save(dir.path(), 1, 1);
+  const auto step_dir = dir.path() / "step-000000000001";
+  // Random bytes as a rank file (same size, so only opening it can fail).
+  const auto size = std::filesystem::file_size(step_dir / "rank-00000.h5");
+  std::string noise(size, '\0');
+  for (std::size_t i = 0; i < noise.size(); ++i)
+    noise[i] = static_cast<char>((i * 2654435761U) >> 13);
+  testing::write_bytes(step_dir / "rank-00000.h5", noise);
+  EXPECT_FALSE(verify_problems(step_dir, Verify::kQuick).empty());
+  EXPECT_FALSE(load_latest(dir.path()));
+
+  // A valid HDF5 file of another layout.
+  const hid_t other =
+      H5Fcreate((dir.path() / "other.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(other);
+  std::filesystem::copy_file(dir.path() / "other.h5", step_dir / "rank-00000.h5",
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_FALSE(verify_problems(step_dir, Verify::kFull).empty());
+  EXPECT_THROW(Checkpoint::open(step_dir), CorruptCheckpoint);
+  EXPECT_FALSE(load_latest(dir.path()));
+  EXPECT_FALSE(load_step(dir.path(), 2));
+}
+
+}  // namespace
+}  // namespace primus::ckpt
