@@ -137,9 +137,19 @@ const TensorEntry& Checkpoint::tensor(const std::string& name) const {
 std::vector<std::uint8_t> Checkpoint::read(const std::string& name, const Shape& offset,
                                            const Shape& shape) const {
   const TensorEntry& entry = tensor(name);
-  const Shape box_offset =
-      offset.empty() && shape.empty() ? Shape(entry.global_shape.size(), 0) : offset;
-  const Shape box_shape = offset.empty() && shape.empty() ? entry.global_shape : shape;
+  const Shape& box_shape = offset.empty() && shape.empty() ? entry.global_shape : shape;
+  std::vector<std::uint8_t> out(
+      static_cast<std::size_t>(element_count(box_shape) * dtype_size(entry.dtype)));
+  read_into(name, offset, shape, out.data(), out.size());
+  return out;
+}
+
+void Checkpoint::read_into(const std::string& name, const Shape& offset, const Shape& shape,
+                           void* out, std::size_t out_bytes) const {
+  const TensorEntry& entry = tensor(name);
+  const bool whole = offset.empty() && shape.empty();
+  const Shape box_offset = whole ? Shape(entry.global_shape.size(), 0) : offset;
+  const Shape box_shape = whole ? entry.global_shape : shape;
   if (box_offset.size() != entry.global_shape.size() ||
       box_shape.size() != entry.global_shape.size()) {
     throw Error("tensor '" + name + "': the box needs " +
@@ -152,8 +162,11 @@ std::vector<std::uint8_t> Checkpoint::read(const std::string& name, const Shape&
     }
   }
   const std::size_t element = dtype_size(entry.dtype);
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(element_count(box_shape) * element));
-  if (out.empty() && !box_shape.empty()) return out;
+  if (out_bytes != element_count(box_shape) * element) {
+    throw Error("tensor '" + name + "': the destination holds " + std::to_string(out_bytes) +
+                " bytes, the box " + std::to_string(element_count(box_shape) * element));
+  }
+  if (out_bytes == 0 && !box_shape.empty()) return;
   std::map<std::string, std::unique_ptr<RankFile>> files;
   for (const Shard& shard : entry.shards) {
     if (!box_shape.empty() && !boxes_intersect(shard.offset, shard.shape, box_offset, box_shape)) {
@@ -163,15 +176,13 @@ std::vector<std::uint8_t> Checkpoint::read(const std::string& name, const Shape&
     if (!file) file = std::make_unique<RankFile>(dir_ / shard.file);
     const std::size_t bytes = static_cast<std::size_t>(element_count(shard.shape) * element);
     if (shard.offset == box_offset && shard.shape == box_shape) {
-      file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, out.data(), bytes);
+      file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, out, bytes);
       continue;
     }
     std::vector<std::uint8_t> part(bytes);
     file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, part.data(), bytes);
-    copy_overlap(element, part.data(), shard.offset, shard.shape, out.data(), box_offset,
-                 box_shape);
+    copy_overlap(element, part.data(), shard.offset, shard.shape, out, box_offset, box_shape);
   }
-  return out;
 }
 
 std::vector<std::uint8_t> Checkpoint::read_rows(const std::string& name, std::uint64_t begin,

@@ -38,6 +38,11 @@ class Checkpoint {
   std::vector<std::uint8_t> read(const std::string& name, const Shape& offset = {},
                                  const Shape& shape = {}) const;
 
+  // As read(), into `out`, which holds exactly the box's bytes (no copy for a box that is one
+  // shard): how the Python side fills a numpy array or a torch tensor in place.
+  void read_into(const std::string& name, const Shape& offset, const Shape& shape, void* out,
+                 std::size_t bytes) const;
+
   // Rows [begin, end) of the first dimension (the usual shard of a new world size).
   std::vector<std::uint8_t> read_rows(const std::string& name, std::uint64_t begin,
                                       std::uint64_t end) const;

@@ -1,0 +1,191 @@
+"""A checkpoint's state as a tree: nested dicts, lists and tuples whose leaves are tensors
+(numpy arrays, torch tensors) or plain values. flatten() turns it into named tensors plus a JSON
+description of the structure; unflatten() builds it back."""
+
+import sys
+
+import numpy as np
+
+_NUMPY_DTYPES = {
+    np.dtype(np.float64): "float64",
+    np.dtype(np.float32): "float32",
+    np.dtype(np.float16): "float16",
+    np.dtype(np.int8): "int8",
+    np.dtype(np.int16): "int16",
+    np.dtype(np.int32): "int32",
+    np.dtype(np.int64): "int64",
+    np.dtype(np.uint8): "uint8",
+    np.dtype(np.bool_): "bool",
+}
+# numpy's dtype for each stored dtype (bfloat16 travels as its raw bits).
+STORAGE = {name: dtype for dtype, name in _NUMPY_DTYPES.items()}
+STORAGE["bfloat16"] = np.dtype(np.int16)
+
+
+class Shard:
+    """A leaf: this rank's part of a tensor sharded along its first dimension (or any box).
+
+    `global_shape` is the whole tensor's shape and `offset` where this part starts. On load
+    each rank gets rows [rows * rank // world, rows * (rank + 1) // world) of the whole tensor,
+    for the world size it then runs with."""
+
+    def __init__(self, tensor, global_shape, offset):
+        self.tensor = tensor
+        self.global_shape = [int(d) for d in global_shape]
+        self.offset = [int(d) for d in offset]
+
+
+class PerRank:
+    """A leaf that differs between ranks (each rank saves and loads its own; a rank beyond the
+    saved world size gets None)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class Leaf:
+    __slots__ = ("name", "array", "dtype", "global_shape", "offset")
+
+    def __init__(self, name, array, dtype, global_shape=None, offset=None):
+        self.name, self.array, self.dtype = name, array, dtype
+        self.global_shape, self.offset = global_shape, offset
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_torch_tensor(value):
+    torch = _torch()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _as_array(value, path, copy):
+    """(C-contiguous numpy array on the host, stored dtype name, source kind, torch dtype)."""
+    if _is_torch_tensor(value):
+        torch = _torch()
+        tensor = value.detach()
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()  # a copy already
+            copy = False
+        tensor = tensor.contiguous()
+        torch_dtype = str(tensor.dtype).replace("torch.", "")
+        if tensor.dtype == torch.bfloat16:
+            array, dtype = tensor.view(torch.int16).numpy(), "bfloat16"
+        else:
+            array = tensor.numpy()
+            dtype = _NUMPY_DTYPES.get(array.dtype)
+        kind = "torch"
+    else:
+        array = np.asarray(value)
+        dtype = _NUMPY_DTYPES.get(array.dtype)
+        torch_dtype = None
+        kind = "numpy" if isinstance(value, np.ndarray) else "scalar"
+    if dtype is None:
+        raise TypeError(f"{path}: dtype {array.dtype} cannot be checkpointed (expected one of "
+                        f"{', '.join(sorted(STORAGE))})")
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)  # (never for 0-d arrays: it would make them 1-d)
+    if copy:
+        array = array.copy()
+    return array, dtype, kind, torch_dtype
+
+
+def flatten(state, rank, owner, copy=False):
+    """(tree, leaves): the JSON-able structure and the tensors this rank writes."""
+    leaves = []
+    names = set()
+
+    def name_of(path):
+        name = "/".join(path)
+        if not path or name in names:
+            raise ValueError(f"{name or '<root>'}: two entries of the state map to the same "
+                             "tensor name (a key and its string form?)")
+        names.add(name)
+        return name
+
+    def walk(value, path):
+        where = "/".join(path) or "<root>"
+        if isinstance(value, dict):
+            items = []
+            for key, child in value.items():
+                if isinstance(key, bool) or not isinstance(key, (str, int)):
+                    raise TypeError(f"{where}: dict keys must be str or int, got {key!r}")
+                items.append(["i" if isinstance(key, int) else "s", key,
+                              walk(child, path + [str(key)])])
+            return {"t": "dict", "items": items}
+        if isinstance(value, (list, tuple)):
+            kind = "list" if isinstance(value, list) else "tuple"
+            return {"t": kind, "items": [walk(v, path + [str(i)]) for i, v in enumerate(value)]}
+        if isinstance(value, (Shard, PerRank)) or isinstance(value, np.ndarray) \
+                or isinstance(value, np.generic) or _is_torch_tensor(value):
+            inner = value.tensor if isinstance(value, (Shard, PerRank)) else value
+            array, dtype, kind, torch_dtype = _as_array(inner, where, copy)
+            node = {"t": "tensor", "kind": kind, "dtype": dtype, "torch_dtype": torch_dtype}
+            if isinstance(value, Shard):
+                node["layout"] = "shard"
+                node["name"] = name_of(path)
+                if len(value.global_shape) != array.ndim or len(value.offset) != array.ndim:
+                    raise ValueError(f"{where}: Shard needs global_shape and offset of "
+                                     f"{array.ndim} dimensions")
+                leaves.append(Leaf(node["name"], array, dtype, value.global_shape, value.offset))
+            elif isinstance(value, PerRank):
+                node["layout"] = "per_rank"
+                node["name"] = name_of(path)
+                leaves.append(Leaf(f"{node['name']}@rank{rank}", array, dtype))
+            else:
+                node["layout"] = "replicated"
+                node["name"] = name_of(path)
+                if rank == owner:
+                    leaves.append(Leaf(node["name"], array, dtype))
+            return node
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return {"t": "value", "v": value}
+        raise TypeError(f"{where}: cannot checkpoint a {type(value).__name__} (expected dicts, "
+                        "lists, tuples, numpy arrays, torch tensors, numbers, strings, None)")
+
+    return walk(state, []), leaves
+
+
+def unflatten(tree, read, rank, world_size):
+    """Builds the state back; read(node, name, offset, shape) returns the numpy array."""
+
+    def build(node, path):
+        kind = node.get("t")
+        if kind == "dict":
+            return {(int(key) if key_type == "i" else key): build(child, path + [str(key)])
+                    for key_type, key, child in node["items"]}
+        if kind in ("list", "tuple"):
+            items = [build(child, path + [str(i)]) for i, child in enumerate(node["items"])]
+            return items if kind == "list" else tuple(items)
+        if kind == "value":
+            return node["v"]
+        if kind == "tensor":
+            name = node["name"]
+            if node["layout"] == "per_rank":
+                array = read(node, f"{name}@rank{rank}", "per_rank", None)
+                if array is None:
+                    return None
+            elif node["layout"] == "shard":
+                array = read(node, name, "rows", (rank, world_size))
+            else:
+                array = read(node, name, None, None)
+            return _restore_kind(node, array)
+        raise ValueError(f"{'/'.join(path)}: unknown node in the checkpoint's tree")
+
+    return build(tree, [])
+
+
+def _restore_kind(node, array):
+    if node["kind"] == "torch":
+        torch = _torch()
+        if torch is None:
+            import torch  # noqa: F401  (the state held torch tensors: give them back as such)
+            torch = sys.modules["torch"]
+        tensor = torch.from_numpy(array)
+        if node["dtype"] == "bfloat16":
+            tensor = tensor.view(torch.bfloat16)
+        return tensor
+    if node["kind"] == "scalar":
+        return array[()] if array.ndim == 0 else array
+    return array

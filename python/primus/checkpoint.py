@@ -1,0 +1,282 @@
+"""Checkpoints that are never torn, in HDF5 (libprimus-ckpt; format: docs/ckpt-format.md).
+
+    from primus import checkpoint
+    checkpoint.save({"model": model.state_dict(), "optim": opt.state_dict()}, step=step,
+                    epoch=epoch, data_cursor=cursor)
+    restored = checkpoint.load()          # the newest checkpoint that verifies, or None
+    if restored:
+        model.load_state_dict(restored.state["model"]); restored.restore_rng()
+
+Every rank calls save() with the same step. By default each tensor is replicated and written
+once, by rank `owner`; wrap a rank's part of a sharded tensor in Shard(tensor, global_shape,
+offset) and a per-rank tensor in PerRank(tensor). A save becomes visible only when every rank
+wrote its file and rank 0 committed: `agree(ok)` must return True on every rank only when all
+ranks passed True (the default uses torch.distributed when it is initialized).
+"""
+
+import json
+import threading
+import warnings
+
+import numpy as np
+
+from . import _ckpt, _env, _rng
+from ._tree import STORAGE, PerRank, Shard, flatten, unflatten
+
+__all__ = ["save", "load", "wait", "latest_step", "verify", "prune", "Shard", "PerRank",
+           "Restored", "PendingSave", "CheckpointError", "CorruptCheckpoint"]
+
+CheckpointError = _ckpt.CheckpointError
+CorruptCheckpoint = _ckpt.CorruptCheckpoint
+
+_TREE = "primus.tree"
+_META = "primus.meta"
+
+_in_flight = None  # at most one PendingSave per process
+_lock = threading.Lock()
+
+
+def _default_agree(world_size):
+    if world_size == 1:
+        return lambda ok: bool(ok)
+    import sys
+
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        raise CheckpointError(
+            f"save() with world_size {world_size} needs agree=...: a function that returns True "
+            "on every rank only when every rank passed True (torch.distributed is not "
+            "initialized)")
+
+    def agree(ok):
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    return agree
+
+
+class PendingSave:
+    """A save whose rank file is being written in the background. wait() joins it, agrees with
+    the other ranks and commits; it returns the committed directory."""
+
+    def __init__(self, job, agree, commit):
+        self._agree, self._commit = agree, commit
+        self._error = None
+        self._result = None
+        self._done = False
+
+        def run():
+            try:
+                job()
+            except BaseException as error:  # reported by wait(), on the caller's thread
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name="primus-checkpoint", daemon=True)
+        self._thread.start()
+
+    def done(self):
+        """Whether the background write has finished (the commit still needs wait())."""
+        return not self._thread.is_alive()
+
+    def wait(self):
+        global _in_flight
+        if self._done:
+            if isinstance(self._result, BaseException):
+                raise self._result
+            return self._result
+        self._thread.join()
+        self._done = True
+        with _lock:
+            if _in_flight is self:
+                _in_flight = None
+        try:
+            self._result = self._commit(self._agree, self._error)
+        except BaseException as error:
+            self._result = error
+            raise
+        return self._result
+
+
+def wait():
+    """Finishes the save in flight, if any (returns its directory, or None)."""
+    pending = _in_flight
+    return pending.wait() if pending is not None else None
+
+
+def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=None, epoch=None,
+         data_cursor=None, metadata=None, rng=True, keep_last=None, keep_every=0,
+         chunk_bytes=4 << 20, compress=0, blocking=True):
+    """Saves `state` (nested dicts/lists of numpy arrays, torch tensors and plain values) as
+    step `step` under `dir` (default PRIMUS_CKPT_DIR). Every rank calls it.
+
+    blocking=False copies the tensors to host memory, writes this rank's file in a background
+    thread and returns a PendingSave; the commit happens at its wait() (or at the next save,
+    which waits for it): at most one save is in flight, so memory holds at most one copy.
+    keep_last / keep_every: retention after the commit (rank 0); LATEST is never removed.
+    Returns the committed directory (blocking) or the PendingSave."""
+    global _in_flight
+    if _in_flight is not None:
+        _in_flight.wait()
+    root = _env.checkpoint_dir(dir)
+    rank, world_size = _env.rank_and_world(rank, world_size)
+    if not isinstance(step, int) or step < 0:
+        raise ValueError(f"step: expected a non-negative integer, got {step!r}")
+    if not 0 <= owner < world_size:
+        raise ValueError(f"owner: expected a rank below {world_size}, got {owner}")
+    agree = agree or _default_agree(world_size)
+    # From here on every failure on this rank reaches the others through agree(), so that no
+    # rank waits for one that gave up.
+    prepare_error = None
+    try:
+        tree, leaves = flatten(state, rank, owner, copy=not blocking)
+        meta = json.dumps({"step": step, "epoch": epoch, "data_cursor": data_cursor,
+                           "metadata": metadata})
+        rng_values = _rng.capture() if rng else {}
+    except Exception as e:
+        prepare_error = e
+
+    def write():
+        if prepare_error is not None:
+            raise prepare_error
+        writer = _ckpt.RankWriter(root, step, rank, world_size, chunk_bytes, compress)
+        for leaf in leaves:
+            writer.add(leaf.name, leaf.array, leaf.dtype, leaf.global_shape, leaf.offset)
+        writer.set_string(_TREE, json.dumps(tree))
+        writer.set_string(_META, meta)
+        writer.set_int("primus.step", step)
+        for key, value in rng_values.items():
+            if isinstance(value, bytes):
+                writer.set_bytes(key, value)
+            else:
+                writer.set_string(key, value)
+        writer.finish()
+
+    def commit(agree_fn, error):
+        if not agree_fn(error is None):
+            if error is not None:
+                raise error
+            raise CheckpointError(f"step {step}: another rank failed to write its file; "
+                                  "nothing was committed")
+        committed, commit_error = None, None
+        if rank == 0:
+            try:
+                committed, _ = _ckpt.commit(root, step, world_size)
+                if keep_last is not None:
+                    _ckpt.prune(root, keep_last, keep_every)
+            except BaseException as e:  # every rank must learn that the commit failed
+                commit_error = e
+        if not agree_fn(commit_error is None):
+            if commit_error is not None:
+                raise commit_error
+            raise CheckpointError(f"step {step}: rank 0 could not commit; see its error")
+        return committed
+
+    if blocking:
+        error = None
+        try:
+            write()
+        except Exception as e:  # the other ranks must hear of it through agree()
+            error = e
+        return commit(agree, error)
+    pending = PendingSave(write, agree, commit)
+    with _lock:
+        _in_flight = pending
+    return pending
+
+
+class Restored:
+    """A loaded checkpoint: .step, .epoch, .data_cursor, .metadata, .state (the saved tree, with
+    numpy arrays and torch tensors as saved), .path, .saved_world_size, .skipped (the newer
+    checkpoints that did not verify, and why)."""
+
+    def __init__(self, checkpoint, state, meta, rng_values, skipped):
+        self.step = checkpoint.step
+        self.path = checkpoint.dir
+        self.saved_world_size = checkpoint.world_size
+        self.state = state
+        self.epoch = meta.get("epoch")
+        self.data_cursor = meta.get("data_cursor")
+        self.metadata = meta.get("metadata")
+        self.skipped = skipped
+        self._rng = rng_values
+
+    def restore_rng(self):
+        """Puts Python's, numpy's and torch's generators back as this rank saved them."""
+        _rng.restore(self._rng)
+
+    def __repr__(self):
+        return f"Restored(step={self.step}, path={self.path!r})"
+
+
+def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
+         restore_rng=False):
+    """The newest committed checkpoint under `dir` (default PRIMUS_CKPT_DIR) that verifies, or
+    the given step; None when there is none. A torn or corrupt newer one is skipped with a
+    warning naming what failed. Loads into any world size: replicated tensors whole, Shard
+    tensors as this rank's rows, PerRank tensors as this rank saved them."""
+    root = _env.checkpoint_dir(dir)
+    rank, world_size = _env.rank_and_world(rank, world_size)
+    if step is None:
+        checkpoint, skipped = _ckpt.load_latest(root, full_verify)
+    else:
+        checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
+    for reason in skipped:
+        warnings.warn(f"primus.checkpoint: skipped {reason}", RuntimeWarning, stacklevel=2)
+    if checkpoint is None:
+        return None
+    # A rank beyond the saved world takes rank 0's tree and state (data-parallel replicas).
+    source_rank = rank if rank < checkpoint.world_size else 0
+    values = checkpoint.state(source_rank)
+    tensors = checkpoint.tensors
+
+    def read(node, name, mode, where):
+        if mode == "per_rank" and name not in tensors and rank >= checkpoint.world_size:
+            return None  # a rank the saved job did not have
+        if name not in tensors:
+            raise CorruptCheckpoint(f"{checkpoint.dir}: tensor {name!r} is missing (saved by "
+                                    f"{checkpoint.world_size} ranks, loading rank {rank})")
+        dtype, global_shape = tensors[name]
+        if mode == "rows":
+            this_rank, world = where
+            rows = global_shape[0] if global_shape else 0
+            begin, end = rows * this_rank // world, rows * (this_rank + 1) // world
+            offset = [begin] + [0] * (len(global_shape) - 1)
+            shape = [end - begin] + list(global_shape[1:])
+        else:
+            offset, shape = [], []
+        out = np.empty(shape if mode == "rows" else global_shape, dtype=STORAGE[dtype])
+        checkpoint.read_into(name, offset, shape, out)
+        if dtype == "bool":
+            out = out.view(np.bool_)
+        return out
+
+    tree_text = values.get(_TREE)
+    if tree_text is None:
+        raise CorruptCheckpoint(f"{checkpoint.dir}: rank {source_rank} saved no state tree")
+    state = unflatten(json.loads(tree_text), read, rank, world_size)
+    meta = json.loads(values.get(_META, "{}"))
+    rng_values = {k: v for k, v in values.items() if k.startswith(_rng.PREFIX)}
+    restored = Restored(checkpoint, state, meta, rng_values, list(skipped))
+    if restore_rng:
+        restored.restore_rng()
+    return restored
+
+
+def latest_step(dir=None):
+    """The step LATEST names (not verified), or None."""
+    return _ckpt.read_latest(_env.checkpoint_dir(dir))
+
+
+def verify(path, full=True):
+    """Problems of the checkpoint directory `path` (a step-* directory), each naming the file
+    and dataset at fault; empty when it verifies."""
+    return _ckpt.verify(str(path), full)
+
+
+def prune(dir=None, keep_last=1, keep_every=0):
+    """Removes all but the newest keep_last checkpoints (and every keep_every-th), never the one
+    LATEST names, and leftovers of saves that never committed. Returns the removed paths."""
+    return _ckpt.prune(_env.checkpoint_dir(dir), keep_last, keep_every)

@@ -1,0 +1,217 @@
+// primus._ckpt: libprimus-ckpt for Python (the `primus.checkpoint` module builds on it).
+// Arrays cross without copies: add() writes straight from a C-contiguous buffer and read_into()
+// fills one, both with the GIL released while HDF5 works.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "primus/ckpt.hpp"
+
+namespace py = pybind11;
+using primus::ckpt::Checkpoint;
+using primus::ckpt::DType;
+using primus::ckpt::Shape;
+
+namespace {
+
+DType dtype_named(const std::string& name) {
+  const auto dtype = primus::ckpt::parse_dtype(name);
+  if (!dtype) throw py::value_error("unknown dtype '" + name + "'");
+  return *dtype;
+}
+
+// A C-contiguous buffer with the dtype's item size, or a ValueError naming the tensor.
+py::buffer_info contiguous(const py::buffer& buffer, DType dtype, const std::string& name,
+                           bool writable) {
+  py::buffer_info info = buffer.request(writable);
+  if (static_cast<std::size_t>(info.itemsize) != primus::ckpt::dtype_size(dtype)) {
+    throw py::value_error("tensor '" + name + "': items of " + std::to_string(info.itemsize) +
+                          " bytes for dtype " + std::string(primus::ckpt::to_string(dtype)));
+  }
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim; d-- > 0;) {
+    if (info.shape[d] > 1 && info.strides[d] != expected) {
+      throw py::value_error("tensor '" + name + "' is not C-contiguous");
+    }
+    expected *= info.shape[d];
+  }
+  return info;
+}
+
+Shape shape_of(const py::buffer_info& info) {
+  Shape shape;
+  for (const py::ssize_t dim : info.shape)
+    shape.push_back(static_cast<std::uint64_t>(dim));
+  return shape;
+}
+
+py::object state_value(const primus::ckpt::StateValue& value) {
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return py::int_(*i);
+  if (const auto* s = std::get_if<std::string>(&value)) return py::str(*s);
+  const auto& bytes = std::get<std::vector<std::uint8_t>>(value);
+  return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+py::tuple loaded(std::optional<primus::ckpt::Loaded> result, std::vector<std::string> skipped) {
+  if (!result) return py::make_tuple(py::none(), skipped);
+  return py::make_tuple(std::move(result->checkpoint), skipped);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ckpt, m) {
+  m.doc() = "libprimus-ckpt: HDF5 checkpoints that are never torn (see primus.checkpoint)";
+  static py::exception<primus::Error> checkpoint_error(m, "CheckpointError", PyExc_RuntimeError);
+  static py::exception<primus::ckpt::CorruptCheckpoint> corrupt(m, "CorruptCheckpoint",
+                                                                checkpoint_error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const primus::ckpt::CorruptCheckpoint& e) {
+      corrupt(e.what());
+    } catch (const primus::Error& e) {
+      checkpoint_error(e.what());
+    }
+  });
+
+  py::class_<primus::ckpt::RankWriter>(m, "RankWriter")
+      .def(py::init([](const std::string& root, std::int64_t step, int rank, int world_size,
+                       std::uint64_t chunk_bytes, int deflate_level) {
+             primus::ckpt::WriteOptions options;
+             options.chunk_bytes = chunk_bytes;
+             options.deflate_level = deflate_level;
+             py::gil_scoped_release release;
+             return std::make_unique<primus::ckpt::RankWriter>(root, step, rank, world_size,
+                                                               options);
+           }),
+           py::arg("root"), py::arg("step"), py::arg("rank"), py::arg("world_size"),
+           py::arg("chunk_bytes") = std::uint64_t{4} << 20, py::arg("deflate_level") = 0)
+      .def(
+          "add",
+          [](primus::ckpt::RankWriter& writer, const std::string& name, const py::buffer& data,
+             const std::string& dtype_name, std::optional<Shape> global_shape,
+             std::optional<Shape> offset) {
+            const DType dtype = dtype_named(dtype_name);
+            const py::buffer_info info = contiguous(data, dtype, name, false);
+            primus::ckpt::TensorRef ref;
+            ref.name = name;
+            ref.dtype = dtype;
+            ref.shape = shape_of(info);
+            ref.data = info.ptr;
+            ref.global_shape = global_shape.value_or(Shape{});
+            ref.offset = offset.value_or(Shape{});
+            py::gil_scoped_release release;  // `data` keeps the buffer alive meanwhile
+            writer.add_tensor(ref);
+          },
+          py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("global_shape") = py::none(),
+          py::arg("offset") = py::none())
+      .def("set_int", &primus::ckpt::RankWriter::set_int)
+      .def("set_string", &primus::ckpt::RankWriter::set_string)
+      .def("set_bytes",
+           [](primus::ckpt::RankWriter& writer, const std::string& key, const py::bytes& value) {
+             const std::string text = value;
+             writer.set_bytes(key, std::vector<std::uint8_t>(text.begin(), text.end()));
+           })
+      .def("finish", [](primus::ckpt::RankWriter& writer) {
+        py::gil_scoped_release release;
+        return writer.finish().string();
+      });
+
+  m.def(
+      "commit",
+      [](const std::string& root, std::int64_t step, int world_size) {
+        py::gil_scoped_release release;
+        const auto result = primus::ckpt::commit(root, step, world_size);
+        return std::make_pair(result.dir.string(), result.bytes);
+      },
+      py::arg("root"), py::arg("step"), py::arg("world_size"));
+
+  py::class_<Checkpoint>(m, "Checkpoint")
+      .def_property_readonly("step", &Checkpoint::step)
+      .def_property_readonly("world_size", &Checkpoint::world_size)
+      .def_property_readonly("dir", [](const Checkpoint& c) { return c.dir().string(); })
+      .def_property_readonly("tensors",
+                             [](const Checkpoint& c) {
+                               py::dict tensors;
+                               for (const auto& [name, t] : c.manifest().tensors) {
+                                 tensors[py::str(name)] = py::make_tuple(
+                                     std::string(primus::ckpt::to_string(t.dtype)), t.global_shape);
+                               }
+                               return tensors;
+                             })
+      .def(
+          "read_into",
+          [](const Checkpoint& c, const std::string& name, const Shape& offset, const Shape& shape,
+             const py::buffer& out) {
+            const DType dtype = c.tensor(name).dtype;
+            const py::buffer_info info = contiguous(out, dtype, name, true);
+            const std::size_t bytes =
+                static_cast<std::size_t>(info.size) * static_cast<std::size_t>(info.itemsize);
+            py::gil_scoped_release release;
+            c.read_into(name, offset, shape, info.ptr, bytes);
+          },
+          py::arg("name"), py::arg("offset"), py::arg("shape"), py::arg("out"))
+      .def("state", [](const Checkpoint& c, int rank) {
+        py::dict values;
+        for (const auto& [key, value] : c.state(rank))
+          values[py::str(key)] = state_value(value);
+        return values;
+      });
+
+  m.def(
+      "load_latest",
+      [](const std::string& root, bool full) {
+        std::vector<std::string> skipped;
+        std::optional<primus::ckpt::Loaded> result;
+        {
+          py::gil_scoped_release release;
+          result = primus::ckpt::load_latest(
+              root, full ? primus::ckpt::Verify::kFull : primus::ckpt::Verify::kQuick, &skipped);
+        }
+        return loaded(std::move(result), std::move(skipped));
+      },
+      py::arg("root"), py::arg("full") = false);
+  m.def(
+      "load_step",
+      [](const std::string& root, std::int64_t step, bool full) {
+        std::vector<std::string> skipped;
+        std::optional<primus::ckpt::Loaded> result;
+        {
+          py::gil_scoped_release release;
+          result = primus::ckpt::load_step(
+              root, step, full ? primus::ckpt::Verify::kFull : primus::ckpt::Verify::kQuick,
+              &skipped);
+        }
+        return loaded(std::move(result), std::move(skipped));
+      },
+      py::arg("root"), py::arg("step"), py::arg("full") = false);
+  m.def(
+      "verify",
+      [](const std::string& dir, bool full) {
+        py::gil_scoped_release release;
+        return primus::ckpt::verify_problems(
+            dir, full ? primus::ckpt::Verify::kFull : primus::ckpt::Verify::kQuick);
+      },
+      py::arg("dir"), py::arg("full") = true);
+  m.def("list_steps", [](const std::string& root) {
+    std::vector<py::tuple> steps;
+    for (const auto& s : primus::ckpt::list_steps(root))
+      steps.push_back(py::make_tuple(s.step, s.dir.string(), s.latest));
+    return steps;
+  });
+  m.def("read_latest", [](const std::string& root) { return primus::ckpt::read_latest(root); });
+  m.def(
+      "prune",
+      [](const std::string& root, std::size_t keep_last, std::int64_t keep_every) {
+        std::vector<std::string> removed;
+        for (const auto& path : primus::ckpt::prune(root, keep_last, keep_every))
+          removed.push_back(path.string());
+        return removed;
+      },
+      py::arg("root"), py::arg("keep_last"), py::arg("keep_every") = 0);
+}
