@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "box_copy.hpp"
 #include "fs.hpp"
@@ -101,8 +102,25 @@ void check_file(const std::filesystem::path& dir, const Manifest& manifest, cons
 
 }  // namespace
 
+struct Checkpoint::OpenFiles {
+  std::mutex mutex;  // reads of one Checkpoint may run on several threads
+  std::map<std::string, std::unique_ptr<RankFile>> files;
+
+  const RankFile& get(const std::filesystem::path& dir, const std::string& name) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto& file = files[name];
+    if (!file) {
+      auto opened = std::make_unique<RankFile>(dir / name);
+      opened->advise_reading_all();
+      file = std::move(opened);
+    }
+    return *file;
+  }
+};
+
 Checkpoint Checkpoint::open(const std::filesystem::path& dir, Verify verify) {
   Checkpoint checkpoint;
+  checkpoint.open_files_ = std::make_shared<OpenFiles>();
   checkpoint.dir_ = dir;
   checkpoint.manifest_ = read_manifest(dir);
   std::vector<std::string> unused;
@@ -167,22 +185,25 @@ void Checkpoint::read_into(const std::string& name, const Shape& offset, const S
                 " bytes, the box " + std::to_string(element_count(box_shape) * element));
   }
   if (out_bytes == 0 && !box_shape.empty()) return;
-  std::map<std::string, std::unique_ptr<RankFile>> files;
   for (const Shard& shard : entry.shards) {
     if (!box_shape.empty() && !boxes_intersect(shard.offset, shard.shape, box_offset, box_shape)) {
       continue;
     }
-    auto& file = files[shard.file];
-    if (!file) file = std::make_unique<RankFile>(dir_ / shard.file);
+    const RankFile& file = open_files_->get(dir_, shard.file);
     const std::size_t bytes = static_cast<std::size_t>(element_count(shard.shape) * element);
     if (shard.offset == box_offset && shard.shape == box_shape) {
-      file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, out, bytes);
+      file.read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, out, bytes);
       continue;
     }
     std::vector<std::uint8_t> part(bytes);
-    file->read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, part.data(), bytes);
+    file.read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, part.data(), bytes);
     copy_overlap(element, part.data(), shard.offset, shard.shape, out, box_offset, box_shape);
   }
+}
+
+void Checkpoint::close_files() const {
+  const std::lock_guard<std::mutex> lock(open_files_->mutex);
+  open_files_->files.clear();
 }
 
 std::vector<std::uint8_t> Checkpoint::read_rows(const std::string& name, std::uint64_t begin,

@@ -1,5 +1,8 @@
 #include "rank_file.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -27,6 +30,13 @@ RankFile::RankFile(const std::filesystem::path& path) : path_(path) {
   } catch (const Error& e) {
     corrupt(e.what());
   }
+}
+
+void RankFile::advise_reading_all() const {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // only a hint
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+  ::close(fd);
 }
 
 void RankFile::corrupt(const std::string& what) const {

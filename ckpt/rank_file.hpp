@@ -27,6 +27,10 @@ class RankFile {
 
   std::map<std::string, StateValue> state() const;
 
+  // Tells the kernel that the whole file is about to be read (POSIX_FADV_WILLNEED), so that
+  // a cold read streams instead of waiting on each chunk in turn.
+  void advise_reading_all() const;
+
  private:
   h5::Handle open_checked(const std::string& dataset, DType dtype, const Shape& shape) const;
   [[noreturn]] void corrupt(const std::string& what) const;

@@ -60,7 +60,20 @@ def _is_torch_tensor(value):
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-def _as_array(value, path, copy):
+def _copy(array, path, staging):
+    """A copy of array, into staging[path] when it has the same shape and dtype (a buffer whose
+    pages are already mapped copies about twice as fast as a new one)."""
+    if staging is None:
+        return array.copy()
+    buffer = staging.get(path)
+    if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
+        buffer = np.empty_like(array)
+        staging[path] = buffer
+    np.copyto(buffer, array)
+    return buffer
+
+
+def _as_array(value, path, copy, staging=None):
     """(C-contiguous numpy array on the host, stored dtype name, source kind, torch dtype)."""
     if _is_torch_tensor(value):
         torch = _torch()
@@ -87,12 +100,13 @@ def _as_array(value, path, copy):
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)  # (never for 0-d arrays: it would make them 1-d)
     if copy:
-        array = array.copy()
+        array = _copy(array, path, staging)
     return array, dtype, kind, torch_dtype
 
 
-def flatten(state, rank, owner, copy=False):
-    """(tree, leaves): the JSON-able structure and the tensors this rank writes."""
+def flatten(state, rank, owner, copy=False, staging=None):
+    """(tree, leaves): the JSON-able structure and the tensors this rank writes. With copy, the
+    tensors are copied (into the reusable buffers of `staging`, a dict, when given)."""
     leaves = []
     names = set()
 
@@ -120,7 +134,7 @@ def flatten(state, rank, owner, copy=False):
         if isinstance(value, (Shard, PerRank)) or isinstance(value, np.ndarray) \
                 or isinstance(value, np.generic) or _is_torch_tensor(value):
             inner = value.tensor if isinstance(value, (Shard, PerRank)) else value
-            array, dtype, kind, torch_dtype = _as_array(inner, where, copy)
+            array, dtype, kind, torch_dtype = _as_array(inner, where, copy, staging)
             node = {"t": "tensor", "kind": kind, "dtype": dtype, "torch_dtype": torch_dtype}
             if isinstance(value, Shard):
                 node["layout"] = "shard"

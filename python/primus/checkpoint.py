@@ -14,6 +14,7 @@ wrote its file and rank 0 committed: `agree(ok)` must return True on every rank 
 ranks passed True (the default uses torch.distributed when it is initialized).
 """
 
+import concurrent.futures
 import json
 import threading
 import warnings
@@ -23,7 +24,7 @@ import numpy as np
 from . import _ckpt, _env, _rng
 from ._tree import STORAGE, PerRank, Shard, flatten, unflatten
 
-__all__ = ["save", "load", "wait", "latest_step", "verify", "prune", "Shard", "PerRank",
+__all__ = ["save", "load", "wait", "release_staging", "latest_step", "verify", "prune", "Shard", "PerRank",
            "Restored", "PendingSave", "CheckpointError", "CorruptCheckpoint"]
 
 CheckpointError = _ckpt.CheckpointError
@@ -34,6 +35,9 @@ _META = "primus.meta"
 
 _in_flight = None  # at most one PendingSave per process
 _lock = threading.Lock()
+# Host copies of the last asynchronous save, reused by the next one: memory holds at most one
+# copy of the state. release_staging() frees it.
+_staging = {}
 
 
 def _default_agree(world_size):
@@ -100,6 +104,12 @@ class PendingSave:
         return self._result
 
 
+def release_staging():
+    """Frees the host copies kept for asynchronous saves (after waiting for the one in flight)."""
+    wait()
+    _staging.clear()
+
+
 def wait():
     """Finishes the save in flight, if any (returns its directory, or None)."""
     pending = _in_flight
@@ -114,7 +124,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
 
     blocking=False copies the tensors to host memory, writes this rank's file in a background
     thread and returns a PendingSave; the commit happens at its wait() (or at the next save,
-    which waits for it): at most one save is in flight, so memory holds at most one copy.
+    which waits for it). At most one save is in flight, and its host copies are reused by the
+    next asynchronous save: memory holds at most one copy of the state (release_staging()).
     keep_last / keep_every: retention after the commit (rank 0); LATEST is never removed.
     Returns the committed directory (blocking) or the PendingSave."""
     global _in_flight
@@ -131,7 +142,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     # rank waits for one that gave up.
     prepare_error = None
     try:
-        tree, leaves = flatten(state, rank, owner, copy=not blocking)
+        tree, leaves = flatten(state, rank, owner, copy=not blocking,
+                               staging=None if blocking else _staging)
         meta = json.dumps({"step": step, "epoch": epoch, "data_cursor": data_cursor,
                            "metadata": metadata})
         rng_values = _rng.capture() if rng else {}
@@ -248,7 +260,9 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
         else:
             offset, shape = [], []
         out = np.empty(shape if mode == "rows" else global_shape, dtype=STORAGE[dtype])
-        checkpoint.read_into(name, offset, shape, out)
+        # Filled in the background: two reads in flight overlap one's checksum and page faults
+        # with the other's I/O (the extension releases the GIL).
+        reads.append(pool.submit(checkpoint.read_into, name, offset, shape, out))
         if dtype == "bool":
             out = out.view(np.bool_)
         return out
@@ -256,7 +270,15 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
     tree_text = values.get(_TREE)
     if tree_text is None:
         raise CorruptCheckpoint(f"{checkpoint.dir}: rank {source_rank} saved no state tree")
-    state = unflatten(json.loads(tree_text), read, rank, world_size)
+    reads = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        try:
+            state = unflatten(json.loads(tree_text), read, rank, world_size)
+        finally:
+            concurrent.futures.wait(reads)
+            checkpoint.close()
+    for future in reads:
+        future.result()  # raises the first failed read (a CorruptCheckpoint names the dataset)
     meta = json.loads(values.get(_META, "{}"))
     rng_values = {k: v for k, v in values.items() if k.startswith(_rng.PREFIX)}
     restored = Restored(checkpoint, state, meta, rng_values, list(skipped))

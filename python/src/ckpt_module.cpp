@@ -156,6 +156,7 @@ PYBIND11_MODULE(_ckpt, m) {
             c.read_into(name, offset, shape, info.ptr, bytes);
           },
           py::arg("name"), py::arg("offset"), py::arg("shape"), py::arg("out"))
+      .def("close", &Checkpoint::close_files)
       .def("state", [](const Checkpoint& c, int rank) {
         py::dict values;
         for (const auto& [key, value] : c.state(rank))

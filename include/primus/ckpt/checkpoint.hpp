@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -47,12 +48,18 @@ class Checkpoint {
   std::vector<std::uint8_t> read_rows(const std::string& name, std::uint64_t begin,
                                       std::uint64_t end) const;
 
+  // Closes the rank files that reads opened (they reopen on the next read).
+  void close_files() const;
+
   // The state rank `rank` saved.
   std::map<std::string, StateValue> state(int rank) const;
 
  private:
+  struct OpenFiles;
   std::filesystem::path dir_;
   Manifest manifest_;
+  // Rank files opened by reads, kept open for the next read; reads may run on several threads.
+  std::shared_ptr<OpenFiles> open_files_;
 };
 
 // The full verification of <dir>: every problem, each naming its file (and dataset).
