@@ -213,3 +213,20 @@ def testbed():
     tb = Testbed(env)
     yield tb
     shutil.rmtree(tb.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def prefix(testbed):
+    """`make install` of the build tree (PRIMUS_BUILD_DIR) into a prefix the job user can read."""
+    build = os.environ.get("PRIMUS_BUILD_DIR")
+    if not build or not (Path(build) / "Makefile").exists():
+        pytest.fail("PRIMUS_BUILD_DIR must name a configured build tree (scripts/test sets it)")
+    where = Path(tempfile.mkdtemp(prefix="install-", dir=testbed.dir / "work"))
+    res = subprocess.run(["make", "-C", build, "install", f"prefix={where}"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    for root, dirs, files in os.walk(where):
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o755)
+    os.chmod(where, 0o755)
+    return where

@@ -15,22 +15,6 @@ import pytest
 NODE_ADDR = {"n1": "127.0.0.11", "n2": "127.0.0.12", "n3": "127.0.0.13", "n4": "127.0.0.14"}
 
 
-@pytest.fixture(scope="module")
-def prefix(testbed):
-    build = os.environ.get("PRIMUS_BUILD_DIR")
-    if not build or not (Path(build) / "Makefile").exists():
-        pytest.fail("PRIMUS_BUILD_DIR must name a configured build tree (scripts/test sets it)")
-    where = Path(tempfile.mkdtemp(prefix="install-", dir=testbed.dir / "work"))
-    res = subprocess.run(["make", "-C", build, "install", f"prefix={where}"],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    for root, dirs, files in os.walk(where):
-        for name in dirs + files:
-            os.chmod(os.path.join(root, name), 0o755)
-    os.chmod(where, 0o755)
-    return where
-
-
 def tasks(testbed, prefix, *srun_args, primus_args=()):
     """Runs primus-env in every task; returns {procid: {var: value}} merging Slurm's own
     variables (prefixed SLURM_) with primus-env's output."""
