@@ -1,0 +1,80 @@
+// primus-ckpt: lists, inspects, verifies, prunes and compares the checkpoints of libprimus-ckpt
+// under a checkpoint root directory (docs/man/primus-ckpt.1).
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "primus/ckpt/manifest.hpp"
+
+namespace primus::ckpt::tool {
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: primus-ckpt COMMAND DIR [options]\n"
+    "\n"
+    "Looks after the checkpoints of libprimus-ckpt under DIR, the directory that holds the\n"
+    "step-NNNNNNNNNNNN directories and LATEST.\n"
+    "  list DIR                           the checkpoints, newest first, quickly verified\n"
+    "  inspect DIR [--step N]             tensors and per-rank state of the newest valid one\n"
+    "  verify DIR [--step N] [--quick]    every problem of every checkpoint (CRC32C of all data)\n"
+    "  prune DIR --keep N [--every K] [--dry-run]\n"
+    "                                     remove old checkpoints (never LATEST's)\n"
+    "  diff DIR STEP_A STEP_B             compare two checkpoints' tensors\n"
+    "Every command takes --json (one JSON document instead of tables) and --help.\n"
+    "  --help      this text; --version the version\n"
+    "\n"
+    "Exit status: 0 success; 1 corrupt, different, or no valid checkpoint; 2 usage errors and\n"
+    "other failures.\n";
+
+std::vector<Command> all_commands() {
+  return {list_command(), inspect_command(), verify_command(), prune_command(), diff_command()};
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2)
+    throw UsageError("missing COMMAND: list, inspect, verify, prune or diff (see --help)");
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h") {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  if (first == "--version") {
+    std::cout << "primus-ckpt " << PACKAGE_VERSION << "\n";
+    return kExitOk;
+  }
+  for (const Command& command : all_commands()) {
+    if (command.spec.name != first) continue;
+    const ParsedArgs args =
+        parse_args(command.spec, std::vector<std::string>(argv + 2, argv + argc));
+    if (args.help) {
+      std::cout << command.spec.help;
+      return kExitOk;
+    }
+    // The report is printed only when the command returns: an error leaves stdout empty.
+    std::ostringstream out;
+    const int status = command.run(args, out, std::cerr);
+    std::cout << out.str() << std::flush;
+    return status;
+  }
+  if (first.rfind('-', 0) == 0) throw UsageError("unknown option '" + first + "' (see --help)");
+  throw UsageError("unknown command '" + first +
+                   "': expected list, inspect, verify, prune or diff (see --help)");
+}
+
+}  // namespace
+}  // namespace primus::ckpt::tool
+
+int main(int argc, char** argv) {
+  using namespace primus::ckpt;
+  try {
+    return tool::run(argc, argv);
+  } catch (const CorruptCheckpoint& e) {
+    std::cerr << "primus-ckpt: " << e.what() << "\n";
+    return tool::kExitFound;
+  } catch (const std::exception& e) {
+    std::cerr << "primus-ckpt: " << e.what() << "\n";
+    return tool::kExitUsage;
+  }
+}

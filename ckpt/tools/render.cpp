@@ -1,0 +1,128 @@
+#include "render.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace primus::ckpt::tool {
+
+void Table::add_row(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+void Table::print(std::ostream& out, const std::string& indent) const {
+  std::vector<std::size_t> widths;
+  for (const Column& column : columns_)
+    widths.push_back(column.header.size());
+  for (const auto& row : rows_) {
+    for (std::size_t c = 0; c < row.size(); ++c)
+      widths[c] = std::max(widths[c], row[c].size());
+  }
+  const auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line = indent;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      const bool last = c + 1 == cells.size();
+      const std::string padding(widths[c] - cells[c].size(), ' ');
+      if (columns_[c].align == Align::kRight) {
+        line += padding + cells[c];
+      } else {
+        line += cells[c];
+        if (!last) line += padding;
+      }
+      if (!last) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    out << line << "\n";
+  };
+  std::vector<std::string> headers;
+  for (const Column& column : columns_)
+    headers.push_back(column.header);
+  print_row(headers);
+  for (const auto& row : rows_)
+    print_row(row);
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes) / 1024;
+  std::size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string bytes_column(std::uint64_t bytes) {
+  return std::to_string(bytes) + " (" + human_bytes(bytes) + ")";
+}
+
+std::string format_shape(const Shape& shape) {
+  std::string text = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0) text += ", ";
+    text += std::to_string(shape[d]);
+  }
+  return text + "]";
+}
+
+Json shape_json(const Shape& shape) {
+  Json array = Json::array();
+  for (const std::uint64_t dim : shape)
+    array.push_back(dim);
+  return array;
+}
+
+std::string quote_truncated(const std::string& text, std::size_t max_chars) {
+  std::size_t shown = std::min(text.size(), max_chars);
+  // Never cut a UTF-8 character in two.
+  while (shown > 0 && shown < text.size() &&
+         (static_cast<unsigned char>(text[shown]) & 0xC0) == 0x80)
+    --shown;
+  std::string quoted = "\"";
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    switch (c) {
+      case '"':
+        quoted += "\\\"";
+        break;
+      case '\\':
+        quoted += "\\\\";
+        break;
+      case '\n':
+        quoted += "\\n";
+        break;
+      case '\t':
+        quoted += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+          quoted += escaped;
+        } else {
+          quoted += static_cast<char>(c);
+        }
+    }
+  }
+  if (shown < text.size()) return quoted + "...\" (" + std::to_string(text.size()) + " chars)";
+  return quoted + "\"";
+}
+
+std::string format_double(double value) {
+  if (std::isnan(value)) return "nan";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+void print_json(std::ostream& out, const Json& document) {
+  out << document.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+}
+
+}  // namespace primus::ckpt::tool

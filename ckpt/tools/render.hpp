@@ -1,0 +1,52 @@
+// primus-ckpt's output: aligned text tables, sizes, shapes and state values for people, and
+// the one JSON document that --json prints instead.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "primus/ckpt/dtype.hpp"
+
+namespace primus::ckpt::tool {
+
+using Json = nlohmann::ordered_json;
+
+// Columns separated by two spaces; numeric columns right-aligned; the last column unpadded.
+class Table {
+ public:
+  enum class Align { kLeft, kRight };
+  struct Column {
+    std::string header;
+    Align align = Align::kLeft;
+  };
+
+  explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  void add_row(std::vector<std::string> cells);  // one cell per column
+  bool empty() const { return rows_.empty(); }
+  void print(std::ostream& out, const std::string& indent = "") const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// "512 B", "1.5 KiB", "3.0 GiB".
+std::string human_bytes(std::uint64_t bytes);
+// "1234 (1.2 KiB)": exact and readable.
+std::string bytes_column(std::uint64_t bytes);
+// "[6, 3]"; a scalar is "[]".
+std::string format_shape(const Shape& shape);
+Json shape_json(const Shape& shape);
+// The text quoted, control characters escaped, cut to about max_chars with "..." and its
+// length: "\"{\\\"rank\\\": 0}\"" or "\"abc...\" (5000 chars)".
+std::string quote_truncated(const std::string& text, std::size_t max_chars);
+// A double as printed by diff: "0", "0.5", "1e-07", "nan".
+std::string format_double(double value);
+
+// The document, indented, then a newline. Invalid UTF-8 in strings is replaced, not fatal.
+void print_json(std::ostream& out, const Json& document);
+
+}  // namespace primus::ckpt::tool
