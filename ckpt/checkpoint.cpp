@@ -59,6 +59,9 @@ void check_file(const std::filesystem::path& dir, const Manifest& manifest, cons
   } catch (const Error& e) {
     report(e.what());
     return;
+  } catch (const std::exception& e) {  // std::bad_alloc from damaged metadata, say
+    report(path.string() + ": " + e.what());
+    return;
   }
   const RankIndex& index = rank_file->index();
   if (index.rank != file.rank || index.step != manifest.step ||
@@ -87,6 +90,8 @@ void check_file(const std::filesystem::path& dir, const Manifest& manifest, cons
           rank_file->verify(shard.dataset, tensor.dtype, shard.shape, shard.crc32c);
         } catch (const Error& e) {
           report(e.what());
+        } catch (const std::exception& e) {
+          report(path.string() + ": " + shard.dataset + ": " + e.what());
         }
       }
     }
@@ -96,6 +101,8 @@ void check_file(const std::filesystem::path& dir, const Manifest& manifest, cons
       rank_file->state();
     } catch (const Error& e) {
       report(e.what());
+    } catch (const std::exception& e) {
+      report(path.string() + ": /state: " + e.what());
     }
   }
 }
@@ -138,6 +145,9 @@ std::vector<std::string> verify_problems(const std::filesystem::path& dir, Verif
   } catch (const Error& e) {
     problems.emplace_back(e.what());
     return problems;
+  } catch (const std::exception& e) {
+    problems.push_back((dir / kManifestName).string() + ": " + e.what());
+    return problems;
   }
   for (const FileEntry& file : manifest.files)
     check_file(dir, manifest, file, verify, problems, true);
@@ -164,6 +174,7 @@ std::vector<std::uint8_t> Checkpoint::read(const std::string& name, const Shape&
 
 void Checkpoint::read_into(const std::string& name, const Shape& offset, const Shape& shape,
                            void* out, std::size_t out_bytes) const {
+  if (!open_files_) throw Error("read from a Checkpoint that was moved from");
   const TensorEntry& entry = tensor(name);
   const bool whole = offset.empty() && shape.empty();
   const Shape box_offset = whole ? Shape(entry.global_shape.size(), 0) : offset;
@@ -202,6 +213,7 @@ void Checkpoint::read_into(const std::string& name, const Shape& offset, const S
 }
 
 void Checkpoint::close_files() const {
+  if (!open_files_) return;
   const std::lock_guard<std::mutex> lock(open_files_->mutex);
   open_files_->files.clear();
 }
@@ -231,12 +243,21 @@ std::map<std::string, StateValue> Checkpoint::state(int rank) const {
 std::optional<Loaded> load_step(const std::filesystem::path& root, std::int64_t step, Verify verify,
                                 std::vector<std::string>* skipped) {
   const std::filesystem::path dir = root / step_dir_name(step);
+  std::error_code error;
+  if (std::filesystem::symlink_status(dir, error).type() != std::filesystem::file_type::directory) {
+    if (skipped != nullptr) {
+      skipped->push_back(dir.string() + ": no such committed checkpoint (not a directory)");
+    }
+    return std::nullopt;
+  }
   try {
     return Loaded{Checkpoint::open(dir, verify), {}};
   } catch (const Error& e) {
     if (skipped != nullptr) skipped->emplace_back(e.what());
-    return std::nullopt;
+  } catch (const std::exception& e) {
+    if (skipped != nullptr) skipped->push_back(dir.string() + ": " + e.what());
   }
+  return std::nullopt;
 }
 
 std::optional<Loaded> load_latest(const std::filesystem::path& root, Verify verify,
@@ -249,6 +270,8 @@ std::optional<Loaded> load_latest(const std::filesystem::path& root, Verify veri
       return loaded;
     } catch (const Error& e) {
       reasons.emplace_back(e.what());
+    } catch (const std::exception& e) {  // std::bad_alloc from damaged metadata, say
+      reasons.push_back(entry.dir.string() + ": " + e.what());
     }
   }
   if (skipped != nullptr) *skipped = reasons;

@@ -9,7 +9,13 @@ namespace {
 
 void quiet_errors() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    // HDF5 1.10.8 crashes at exit (H5_term_library) after a file failed to close, as on a full
+    // disk: let the process end without that clean-up (it fails harmlessly when HDF5 is
+    // already in use, e.g. by h5py).
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
 }
 
 herr_t collect_message(unsigned n, const H5E_error2_t* error, void* data) {
@@ -18,17 +24,18 @@ herr_t collect_message(unsigned n, const H5E_error2_t* error, void* data) {
     if (!message->empty()) *message += "; ";
     *message += error->desc;
   }
-  return n >= 2 ? -1 : 0;  // the first three frames say enough
+  return n >= 1 ? -1 : 0;  // the two innermost frames: the system's reason, if any
 }
 
 std::string hdf5_message() {
   std::string message;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_message, &message);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_message, &message);
   H5Eclear2(H5E_DEFAULT);
   return message.empty() ? "HDF5 error" : message;
 }
 
 Handle file_access() {
+  quiet_errors();  // before HDF5 initialises itself
   Handle fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
   // Parallel file systems often lack the locks HDF5 1.10 takes by default.
   check(H5Pset_file_locking(fapl.get(), 0, 1), "turning file locking off");
@@ -215,11 +222,12 @@ void write_u64_array_attribute(hid_t object, const std::string& name, const Shap
 void write_string_dataset(hid_t parent, const std::string& name, const std::string& value) {
   const Handle type = string_type(value.size());
   const Handle space = dataspace({});
-  const Handle dataset = checked(H5Dcreate2(parent, name.c_str(), type.get(), space.get(),
-                                            H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                                 H5Dclose, "cannot create dataset " + name);
+  Handle dataset = checked(H5Dcreate2(parent, name.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT, H5P_DEFAULT),
+                           H5Dclose, "cannot create dataset " + name);
   check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()),
         "cannot write dataset " + name);
+  dataset.close("cannot write dataset " + name);
 }
 
 std::string read_string_dataset(hid_t dataset, const std::string& what) {

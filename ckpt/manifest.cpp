@@ -103,10 +103,17 @@ json parse_json(std::string_view text, std::string_view where) {
   }
 }
 
-bool boxes_overlap(const TensorPart& a, const TensorPart& b) {
-  for (std::size_t d = 0; d < a.offset.size(); ++d) {
-    if (a.shape[d] == 0 || b.shape[d] == 0) return false;
-    if (a.offset[d] + a.shape[d] <= b.offset[d] || b.offset[d] + b.shape[d] <= a.offset[d]) {
+// A part of a tensor: where it starts and its size, in elements.
+struct Box {
+  const Shape* offset;
+  const Shape* shape;
+};
+
+bool boxes_overlap(const Box& a, const Box& b) {
+  for (std::size_t d = 0; d < a.offset->size(); ++d) {
+    if ((*a.shape)[d] == 0 || (*b.shape)[d] == 0) return false;
+    if ((*a.offset)[d] + (*a.shape)[d] <= (*b.offset)[d] ||
+        (*b.offset)[d] + (*b.shape)[d] <= (*a.offset)[d]) {
       return false;
     }
   }
@@ -115,24 +122,25 @@ bool boxes_overlap(const TensorPart& a, const TensorPart& b) {
 
 // Parts that span every dimension but the first (the usual sharding) are checked in
 // O(k log k) after sorting by their first offset; other layouts pairwise.
-bool any_overlap(const std::vector<TensorPart>& parts) {
-  const Shape& global = parts.front().global_shape;
+bool any_overlap(const Shape& global, const std::vector<Box>& parts) {
   const bool rows_only =
-      !global.empty() && std::all_of(parts.begin(), parts.end(), [&](const TensorPart& p) {
+      !global.empty() && std::all_of(parts.begin(), parts.end(), [&](const Box& p) {
         for (std::size_t d = 1; d < global.size(); ++d) {
-          if (p.offset[d] != 0 || p.shape[d] != global[d]) return false;
+          if ((*p.offset)[d] != 0 || (*p.shape)[d] != global[d]) return false;
         }
         return true;
       });
   if (rows_only) {
-    std::vector<const TensorPart*> sorted;
-    for (const TensorPart& p : parts) {
-      if (element_count(p.shape) != 0) sorted.push_back(&p);
+    std::vector<const Box*> sorted;
+    for (const Box& p : parts) {
+      if (element_count(*p.shape) != 0) sorted.push_back(&p);
     }
     std::sort(sorted.begin(), sorted.end(),
-              [](const TensorPart* a, const TensorPart* b) { return a->offset[0] < b->offset[0]; });
+              [](const Box* a, const Box* b) { return (*a->offset)[0] < (*b->offset)[0]; });
     for (std::size_t i = 1; i < sorted.size(); ++i) {
-      if (sorted[i - 1]->offset[0] + sorted[i - 1]->shape[0] > sorted[i]->offset[0]) return true;
+      if ((*sorted[i - 1]->offset)[0] + (*sorted[i - 1]->shape)[0] > (*sorted[i]->offset)[0]) {
+        return true;
+      }
     }
     return false;
   }
@@ -142,6 +150,37 @@ bool any_overlap(const std::vector<TensorPart>& parts) {
     }
   }
   return false;
+}
+
+// The one check of a tensor's layout, at commit and at every load: a byte size that fits in
+// 63 bits, parts of the right rank inside the global shape, and parts that tile it exactly.
+void check_tiling(std::string_view where, const std::string& name, DType dtype, const Shape& global,
+                  const std::vector<Box>& parts) {
+  const std::uint64_t count = element_count(global);
+  if (count > (std::uint64_t{1} << 62) / dtype_size(dtype)) {
+    corrupt(where, "tensor '" + name + "' is too large to be real (" + std::to_string(count) +
+                       " elements)");
+  }
+  std::uint64_t covered = 0;
+  for (const Box& part : parts) {
+    if (part.offset->size() != global.size() || part.shape->size() != global.size()) {
+      corrupt(where, "a part of tensor '" + name + "' has the wrong number of dimensions");
+    }
+    for (std::size_t d = 0; d < global.size(); ++d) {
+      if ((*part.offset)[d] > global[d] || (*part.shape)[d] > global[d] - (*part.offset)[d]) {
+        corrupt(where, "a part of tensor '" + name + "' lies outside its global shape");
+      }
+    }
+    covered += element_count(*part.shape);
+  }
+  if (any_overlap(global, parts)) {
+    corrupt(where, "tensor '" + name +
+                       "' is written twice (overlapping parts); a replicated tensor is added by "
+                       "its owner only");
+  }
+  if (covered != count) {
+    corrupt(where, "the parts of tensor '" + name + "' do not cover its global shape");
+  }
 }
 
 }  // namespace
@@ -302,6 +341,10 @@ Manifest parse_manifest(std::string_view text, std::string_view where) {
       }
       tensor.shards.push_back(std::move(shard));
     }
+    std::vector<Box> boxes;
+    for (const Shard& shard : tensor.shards)
+      boxes.push_back(Box{&shard.offset, &shard.shape});
+    check_tiling(where, name, tensor.dtype, tensor.global_shape, boxes);
     manifest.tensors.emplace(name, std::move(tensor));
   }
   return manifest;
@@ -343,31 +386,14 @@ Manifest build_manifest(std::int64_t step, int world_size, const std::vector<Ran
     tensor.name = name;
     tensor.dtype = parts.front().dtype;
     tensor.global_shape = parts.front().global_shape;
-    std::uint64_t covered = 0;
+    std::vector<Box> boxes;
     for (const TensorPart& part : parts) {
       if (part.dtype != tensor.dtype || part.global_shape != tensor.global_shape) {
         corrupt(where, "ranks disagree on the dtype or global shape of tensor '" + name + "'");
       }
-      if (part.offset.size() != part.global_shape.size() ||
-          part.shape.size() != part.global_shape.size()) {
-        corrupt(where, "a part of tensor '" + name + "' has the wrong number of dimensions");
-      }
-      for (std::size_t d = 0; d < part.shape.size(); ++d) {
-        if (part.offset[d] > part.global_shape[d] ||
-            part.shape[d] > part.global_shape[d] - part.offset[d]) {
-          corrupt(where, "a part of tensor '" + name + "' lies outside its global shape");
-        }
-      }
-      covered += element_count(part.shape);
+      boxes.push_back(Box{&part.offset, &part.shape});
     }
-    if (any_overlap(parts)) {
-      corrupt(where, "tensor '" + name +
-                         "' is written twice (overlapping parts); a "
-                         "replicated tensor is added by its owner only");
-    }
-    if (covered != element_count(tensor.global_shape)) {
-      corrupt(where, "the parts of tensor '" + name + "' do not cover its global shape");
-    }
+    check_tiling(where, name, tensor.dtype, tensor.global_shape, boxes);
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       for (const TensorPart& part : ranks[r].parts) {
         if (part.name != name) continue;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "crc32c.hpp"
+#include "fs.hpp"
 #include "primus/ckpt/layout.hpp"
 
 namespace primus::ckpt {
@@ -18,11 +19,14 @@ constexpr std::size_t kVerifySlabBytes = std::size_t{64} << 20;
 
 RankFile::RankFile(const std::filesystem::path& path) : path_(path) {
   try {
+    size_ = fs::file_size(path);
     file_ = h5::open_file_readonly(path.string());
     if (h5::read_string_attribute(file_.get(), "primus_format") != "primus-ckpt-rank") {
       corrupt("not a Primus rank file");
     }
     const h5::Handle index = h5::open_dataset(file_.get(), "primus_index");
+    const h5::Handle index_type = h5::checked(H5Dget_type(index.get()), H5Tclose, "type");
+    check_plain("/primus_index", index.get(), H5Tget_size(index_type.get()));
     index_ = parse_rank_index(h5::read_string_dataset(index.get(), "primus_index"),
                               path.string() + ": primus_index");
   } catch (const CorruptCheckpoint&) {
@@ -43,11 +47,36 @@ void RankFile::corrupt(const std::string& what) const {
   throw CorruptCheckpoint(path_.string() + ": " + what);
 }
 
+// A dataset of this file that holds its own data: reached through hard links only (an external
+// link would read another file), no external or virtual storage, and, unless filtered, at
+// least `bytes` of storage (a dataspace that claims more than the file holds is damage, not a
+// reason to allocate it).
+void RankFile::check_plain(const std::string& dataset, hid_t handle, std::uint64_t bytes) const {
+  std::string prefix;
+  for (std::size_t at = 1; at <= dataset.size(); ++at) {
+    if (at != dataset.size() && dataset[at] != '/') continue;
+    prefix = dataset.substr(0, at);
+    H5L_info_t link{};
+    h5::check(H5Lget_info(file_.get(), prefix.c_str(), &link, H5P_DEFAULT), prefix);
+    if (link.type != H5L_TYPE_HARD) corrupt(prefix + ": a link to another file");
+  }
+  const h5::Handle dcpl = h5::checked(H5Dget_create_plist(handle), H5Pclose, dataset);
+  if (H5Pget_external_count(dcpl.get()) != 0 || H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
+    corrupt(dataset + ": its data is stored outside the file");
+  }
+  const hsize_t stored = H5Dget_storage_size(handle);
+  if (stored > size_) corrupt(dataset + ": claims more storage than the file has");
+  if (H5Pget_nfilters(dcpl.get()) == 0 && stored < bytes) {
+    corrupt(dataset + ": holds " + std::to_string(stored) + " bytes of " + std::to_string(bytes));
+  }
+}
+
 h5::Handle RankFile::open_checked(const std::string& dataset, DType dtype,
                                   const Shape& shape) const {
   h5::Handle handle;
   try {
     handle = h5::open_dataset(file_.get(), dataset);
+    check_plain(dataset, handle.get(), element_count(shape) * dtype_size(dtype));
     const h5::Handle type = h5::checked(H5Dget_type(handle.get()), H5Tclose, "type");
     if (!h5::type_matches(type.get(), dtype)) {
       corrupt(dataset + ": the stored type is not " + std::string(to_string(dtype)));
@@ -126,6 +155,8 @@ std::map<std::string, StateValue> RankFile::state() const {
       const h5::Handle handle = h5::open_dataset(file_.get(), dataset);
       const h5::Handle type = h5::checked(H5Dget_type(handle.get()), H5Tclose, "type");
       const H5T_class_t kind = H5Tget_class(type.get());
+      const Shape shape = h5::dataset_shape(handle.get());
+      check_plain(dataset, handle.get(), element_count(shape) * H5Tget_size(type.get()));
       if (kind == H5T_STRING) {
         const std::string text = h5::read_string_dataset(handle.get(), dataset);
         if (crc32c(text.data(), text.size()) != crc) corrupt(dataset + ": checksum mismatch");
@@ -140,7 +171,6 @@ std::map<std::string, StateValue> RankFile::state() const {
           value = (value << 8) | bytes[i];
         values.emplace(key, static_cast<std::int64_t>(value));
       } else if (kind == H5T_INTEGER && H5Tget_size(type.get()) == 1) {
-        const Shape shape = h5::dataset_shape(handle.get());
         if (shape.size() != 1) corrupt(dataset + ": expected a byte string");
         std::vector<std::uint8_t> bytes(static_cast<std::size_t>(shape[0]));
         if (!bytes.empty()) {

@@ -33,9 +33,11 @@ class RankFile {
 
  private:
   h5::Handle open_checked(const std::string& dataset, DType dtype, const Shape& shape) const;
+  void check_plain(const std::string& dataset, hid_t handle, std::uint64_t bytes) const;
   [[noreturn]] void corrupt(const std::string& what) const;
 
   std::filesystem::path path_;
+  std::uint64_t size_ = 0;
   h5::Handle file_;
   RankIndex index_;
 };

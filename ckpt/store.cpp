@@ -1,13 +1,18 @@
 #include "primus/ckpt/store.hpp"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <set>
 #include <system_error>
 
 #include "fs.hpp"
+#include "primus/ckpt/checkpoint.hpp"
 #include "primus/ckpt/layout.hpp"
 #include "primus/ckpt/manifest.hpp"
 #include "primus/common/error.hpp"
@@ -88,14 +93,28 @@ CommitResult commit(const std::filesystem::path& root, std::int64_t step, int wo
     fs::fsync_path(temporary / file.name);
   fs::fsync_path(temporary);
 
-  // A step saved again (after a restart at that very step) replaces the earlier copy.
+  // A step saved again (after a restart at that very step) replaces the earlier copy in one
+  // atomic exchange: step-N is the old copy or the new one at every instant, never missing.
+  // The old copy then sits under the temporary name and is removed below.
   std::filesystem::path displaced;
   if (is_real_directory(final_dir)) {
-    displaced =
-        root / (std::string(kOldPrefix) + step_dir_name(step) + "-" + std::to_string(::getpid()));
-    fs::rename_path(final_dir, displaced);
+    if (::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) ==
+        0) {
+      displaced = temporary;
+    } else if (errno == EINVAL || errno == ENOSYS) {
+      // A file system without the exchange (some network file systems): move the old copy
+      // aside first; a crash in between leaves it under .old-step-N-<pid>.
+      displaced =
+          root / (std::string(kOldPrefix) + step_dir_name(step) + "-" + std::to_string(::getpid()));
+      fs::rename_path(final_dir, displaced);
+      fs::rename_path(temporary, final_dir);
+    } else {
+      throw Error("cannot exchange " + temporary.string() + " and " + final_dir.string() + ": " +
+                  std::strerror(errno));
+    }
+  } else {
+    fs::rename_path(temporary, final_dir);
   }
-  fs::rename_path(temporary, final_dir);
 
   const std::optional<std::int64_t> latest = read_latest(root);
   if (!latest || *latest <= step || !is_real_directory(root / step_dir_name(*latest))) {
@@ -158,9 +177,19 @@ std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std:
   std::vector<std::int64_t> numbers;
   for (const StepEntry& entry : steps)
     numbers.push_back(entry.step);
+  // Never remove LATEST's step, nor the newest one that verifies (LATEST may name a damaged
+  // one): whatever retention says, a good checkpoint stays.
+  std::optional<std::int64_t> newest_valid;
+  for (const StepEntry& entry : steps) {
+    if (verify_problems(entry.dir, Verify::kQuick).empty()) {
+      newest_valid = entry.step;
+      break;
+    }
+  }
   std::vector<std::filesystem::path> removed;
   for (const std::int64_t step :
        steps_to_prune(numbers, keep_last, keep_every, read_latest(root))) {
+    if (step == newest_valid) continue;
     const std::filesystem::path path = root / step_dir_name(step);
     fs::remove_tree(path);
     removed.push_back(path);

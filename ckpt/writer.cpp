@@ -53,13 +53,15 @@ struct RankWriter::Impl {
     const std::string name = dataset_name(key);
     if (!state_names.insert(name).second) throw Error("state '" + key + "' is set twice");
     const h5::Handle space = h5::dataspace(shape);
-    const h5::Handle dataset = h5::checked(H5Dcreate2(state.get(), name.c_str(), type, space.get(),
-                                                      H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                                           H5Dclose, "state '" + key + "'");
+    h5::Handle dataset = h5::checked(H5Dcreate2(state.get(), name.c_str(), type, space.get(),
+                                                H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                     H5Dclose, "state '" + key + "'");
     if (bytes > 0) {
       h5::check(H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
                 "writing state '" + key + "' to " + path.string());
     }
+    // HDF5 may write cached chunks only here: a failure must not go unnoticed.
+    dataset.close("writing state '" + key + "' to " + path.string());
     index.state[key] = crc32c(data, bytes);
   }
 };
@@ -113,10 +115,9 @@ void RankWriter::add_tensor(const TensorRef& t) {
                 "compression");
     }
   }
-  const h5::Handle dataset =
-      h5::checked(H5Dcreate2(m.tensors.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
-                             dcpl.get(), H5P_DEFAULT),
-                  H5Dclose, "tensor '" + t.name + "' in " + m.path.string());
+  h5::Handle dataset = h5::checked(H5Dcreate2(m.tensors.get(), name.c_str(), type.get(),
+                                              space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                   H5Dclose, "tensor '" + t.name + "' in " + m.path.string());
   // The memory type is the file type: HDF5 copies the bits, bfloat16 included.
   if (count > 0) {
     h5::check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data),
@@ -135,6 +136,9 @@ void RankWriter::add_tensor(const TensorRef& t) {
   h5::write_u64_array_attribute(dataset.get(), "global_shape", global);
   h5::write_u64_array_attribute(dataset.get(), "offset", offset);
   h5::write_string_attribute(dataset.get(), "crc32c", crc_hex(part.crc32c));
+  // Chunks that HDF5 still caches are written when the dataset closes: check that too (a full
+  // disk shows here), rather than in a destructor that cannot report it.
+  dataset.close("writing tensor '" + t.name + "' to " + m.path.string());
   m.index.parts.push_back(std::move(part));
 }
 
@@ -165,6 +169,7 @@ std::filesystem::path RankWriter::finish() {
   Impl& m = *impl_;
   if (m.finished) throw Error(m.path.string() + " is already finished");
   h5::write_string_dataset(m.file.get(), "primus_index", to_json(m.index));
+  h5::check(H5Fflush(m.file.get(), H5F_SCOPE_LOCAL), "writing " + m.path.string());
   m.tensors.close("closing /tensors in " + m.path.string());
   m.state.close("closing /state in " + m.path.string());
   m.file.close("closing " + m.path.string());

@@ -163,6 +163,19 @@ TEST(CkptFiles, NothingIsVisibleBeforeCommitAndAFailedCommitChangesNothing) {
   EXPECT_EQ(removed.size(), 1U);
 }
 
+TEST(CkptFiles, PruneNeverRemovesTheNewestCheckpointThatVerifies) {
+  TempDir dir;
+  save(dir.path(), 10, 2);
+  save(dir.path(), 20, 2);
+  const auto rank1 = dir.path() / "step-000000000020" / "rank-00001.h5";
+  const std::string bytes = testing::read_bytes(rank1);
+  testing::write_bytes(rank1, bytes.substr(0, bytes.size() / 2));  // LATEST's step is torn
+  prune(dir.path(), 1);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "step-000000000020"));  // LATEST's
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "step-000000000010"));  // the good one
+  EXPECT_EQ(load_latest(dir.path())->checkpoint.step(), 10);
+}
+
 TEST(CkptFiles, SavingAStepAgainReplacesIt) {
   TempDir dir;
   save(dir.path(), 10, 2);

@@ -1,0 +1,83 @@
+// The deterministic checkpoint of the reliability tests: what crash-writer saves for a step and
+// what crash-check expects to load for it. Every value is derived from the step number, so a
+// checkpoint that mixes two saves, or a torn one that passed verification, cannot match.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "primus/ckpt/dtype.hpp"
+
+namespace primus::ckpt::crash {
+
+inline constexpr int kWorld = 2;
+inline constexpr std::uint64_t kCols = 128;
+inline constexpr std::uint64_t kDefaultRows = 512;      // 256 KiB of float32
+inline constexpr std::uint64_t kChunkBytes = 32 << 10;  // several chunks, several HDF5 writes
+inline constexpr std::uint64_t kBiasSize = 96;
+
+inline std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// A finite float32 (never NaN, so a value compares equal to itself) hashed from (step, what, i):
+// two steps' values differ almost everywhere.
+inline float value(std::int64_t step, std::uint64_t what, std::uint64_t i) {
+  const std::uint64_t h = mix(mix(static_cast<std::uint64_t>(step) * 1000003ULL + what) ^ i);
+  // Sign, an exponent in [2^-20, 2^20) and 23 mantissa bits.
+  const std::uint32_t bits = static_cast<std::uint32_t>(h >> 63) << 31 |
+                             static_cast<std::uint32_t>(107 + (h >> 32) % 40) << 23 |
+                             static_cast<std::uint32_t>(h & 0x7FFFFF);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Rows [begin, end) of the sharded tensor "w" [rows, kCols].
+inline std::vector<float> weight_rows(std::int64_t step, std::uint64_t begin, std::uint64_t end) {
+  std::vector<float> out((end - begin) * kCols);
+  for (std::uint64_t i = 0; i < out.size(); ++i)
+    out[i] = value(step, 1, begin * kCols + i);
+  return out;
+}
+
+// The replicated tensor "model/bias" [kBiasSize], saved by rank 0 only.
+inline std::vector<float> bias(std::int64_t step) {
+  std::vector<float> out(kBiasSize);
+  for (std::uint64_t i = 0; i < out.size(); ++i)
+    out[i] = value(step, 2, i);
+  return out;
+}
+
+// Rank r's share of the rows: [rows * r / world, rows * (r + 1) / world).
+inline std::uint64_t shard_begin(std::uint64_t rows, int rank, int world) {
+  return rows * static_cast<std::uint64_t>(rank) / static_cast<std::uint64_t>(world);
+}
+
+// Per-rank state.
+inline std::int64_t state_cursor(std::int64_t step, int rank) {
+  return static_cast<std::int64_t>(mix(static_cast<std::uint64_t>(step) * 7 + rank) >> 1);
+}
+inline std::string state_meta(std::int64_t step, int rank) {
+  return "{\"step\": " + std::to_string(step) + ", \"rank\": " + std::to_string(rank) +
+         ", \"tag\": \"" + std::to_string(mix(static_cast<std::uint64_t>(step) + 99)) + "\"}";
+}
+inline std::vector<std::uint8_t> state_rng(std::int64_t step, int rank) {
+  std::vector<std::uint8_t> out(40);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<std::uint8_t>(mix(mix(static_cast<std::uint64_t>(step) * 31 + rank) + i));
+  return out;
+}
+
+inline std::vector<std::uint8_t> as_bytes(const std::vector<float>& values) {
+  std::vector<std::uint8_t> out(values.size() * sizeof(float));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+}  // namespace primus::ckpt::crash
