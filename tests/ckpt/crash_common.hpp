@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "primus/ckpt/dtype.hpp"
+#include "primus/ckpt/writer.hpp"
 
 namespace primus::ckpt::crash {
 
@@ -78,6 +79,26 @@ inline std::vector<std::uint8_t> as_bytes(const std::vector<float>& values) {
   std::vector<std::uint8_t> out(values.size() * sizeof(float));
   std::memcpy(out.data(), values.data(), out.size());
   return out;
+}
+
+// Writes rank `rank`'s file of step `step` (rows of "w" from `data_step`, which differs from
+// `step` only in a writer that sabotages on purpose) and finishes it.
+inline void write_rank(RankWriter& writer, std::int64_t step, int rank, std::uint64_t rows,
+                       std::int64_t data_step) {
+  const std::uint64_t begin = shard_begin(rows, rank, kWorld);
+  const std::uint64_t end = shard_begin(rows, rank + 1, kWorld);
+  const std::vector<float> part = weight_rows(data_step, begin, end);
+  writer.add_tensor(
+      {"w", DType::kFloat32, {end - begin, kCols}, part.data(), {rows, kCols}, {begin, 0}});
+  if (rank == 0) {
+    const std::vector<float> first_bias = bias(step);
+    writer.add_tensor({"model/bias", DType::kFloat32, {kBiasSize}, first_bias.data(), {}, {}});
+  }
+  writer.set_int("step", step);
+  writer.set_int("cursor", state_cursor(step, rank));
+  writer.set_string("meta", state_meta(step, rank));
+  writer.set_bytes("rng", state_rng(step, rank));
+  writer.finish();
 }
 
 }  // namespace primus::ckpt::crash

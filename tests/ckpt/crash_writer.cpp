@@ -52,25 +52,8 @@ void save(const std::filesystem::path& root, std::int64_t step, std::uint64_t ro
   if (chunk_bytes > 0) options.chunk_bytes = chunk_bytes;
   for (int rank = 0; rank < crash::kWorld; ++rank) {
     RankWriter writer(root, step, rank, crash::kWorld, options);
-    const std::uint64_t begin = crash::shard_begin(rows, rank, crash::kWorld);
-    const std::uint64_t end = crash::shard_begin(rows, rank + 1, crash::kWorld);
     const std::int64_t data_step = sabotage == "wrong-data" && rank == 1 ? step + 1 : step;
-    const std::vector<float> part = crash::weight_rows(data_step, begin, end);
-    writer.add_tensor({"w",
-                       DType::kFloat32,
-                       {end - begin, crash::kCols},
-                       part.data(),
-                       {rows, crash::kCols},
-                       {begin, 0}});
-    if (rank == 0) {
-      const std::vector<float> bias = crash::bias(step);
-      writer.add_tensor({"model/bias", DType::kFloat32, {crash::kBiasSize}, bias.data(), {}, {}});
-    }
-    writer.set_int("step", step);
-    writer.set_int("cursor", crash::state_cursor(step, rank));
-    writer.set_string("meta", crash::state_meta(step, rank));
-    writer.set_bytes("rng", crash::state_rng(step, rank));
-    writer.finish();
+    crash::write_rank(writer, step, rank, rows, data_step);
   }
   commit(root, step, crash::kWorld);
 }

@@ -71,23 +71,7 @@ void save(const fs::path& root, std::int64_t step) {
   options.chunk_bytes = 4096;
   for (int rank = 0; rank < crash::kWorld; ++rank) {
     RankWriter writer(root, step, rank, crash::kWorld, options);
-    const std::uint64_t begin = crash::shard_begin(rows, rank, crash::kWorld);
-    const std::uint64_t end = crash::shard_begin(rows, rank + 1, crash::kWorld);
-    const std::vector<float> part = crash::weight_rows(step, begin, end);
-    writer.add_tensor({"w",
-                       DType::kFloat32,
-                       {end - begin, crash::kCols},
-                       part.data(),
-                       {rows, crash::kCols},
-                       {begin, 0}});
-    if (rank == 0) {
-      const std::vector<float> bias = crash::bias(step);
-      writer.add_tensor({"model/bias", DType::kFloat32, {crash::kBiasSize}, bias.data(), {}, {}});
-    }
-    writer.set_int("step", step);
-    writer.set_string("meta", crash::state_meta(step, rank));
-    writer.set_bytes("rng", crash::state_rng(step, rank));
-    writer.finish();
+    crash::write_rank(writer, step, rank, rows, step);
   }
   commit(root, step, crash::kWorld);
 }
