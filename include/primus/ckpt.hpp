@@ -11,6 +11,7 @@
 // reporting) torn, partial or corrupt ones.
 #pragma once
 
+#include "primus/ckpt/async_save.hpp"
 #include "primus/ckpt/checkpoint.hpp"
 #include "primus/ckpt/dtype.hpp"
 #include "primus/ckpt/layout.hpp"

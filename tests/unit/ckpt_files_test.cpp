@@ -176,6 +176,29 @@ TEST(CkptFiles, PruneNeverRemovesTheNewestCheckpointThatVerifies) {
   EXPECT_EQ(load_latest(dir.path())->checkpoint.step(), 10);
 }
 
+TEST(CkptFiles, AnAsyncSaveCopiesFirstWritesInTheBackgroundAndCommitsLater) {
+  TempDir dir;
+  std::vector<float> weights = weight_rows(7, 0, 6);
+  {
+    AsyncSave save(dir.path(), 7, 0, 1, {{"w", DType::kFloat32, {6, 3}, weights.data(), {}, {}}},
+                   {{"step", StateValue(std::int64_t{7})}, {"note", StateValue(std::string("x"))}});
+    std::fill(weights.begin(), weights.end(), -1.0F);             // training goes on meanwhile
+    EXPECT_THROW(AsyncSave(dir.path(), 8, 0, 1, {}, {}), Error);  // one in flight at most
+    EXPECT_FALSE(load_latest(dir.path()));                        // nothing visible yet
+    EXPECT_EQ(save.wait(), dir.path() / ".tmp-step-000000000007" / "rank-00000.h5");
+    EXPECT_TRUE(save.done());
+    EXPECT_THROW(save.wait(), Error);
+  }
+  commit(dir.path(), 7, 1);
+  const auto loaded = load_latest(dir.path(), Verify::kFull);
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(as_floats(loaded->checkpoint.read("w")), weight_rows(7, 0, 6));
+  EXPECT_EQ(std::get<std::int64_t>(loaded->checkpoint.state(0).at("step")), 7);
+  // The next one may start once the first was waited for; its error comes from wait().
+  AsyncSave bad(dir.path(), 8, 3, 2, {}, {});
+  EXPECT_THROW(bad.wait(), Error);
+}
+
 TEST(CkptFiles, SavingAStepAgainReplacesIt) {
   TempDir dir;
   save(dir.path(), 10, 2);
