@@ -171,8 +171,8 @@ std::vector<std::int64_t> steps_to_prune(std::vector<std::int64_t> steps, std::s
   return doomed;
 }
 
-std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
-                                         std::int64_t keep_every) {
+PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
+                     std::int64_t keep_every) {
   const std::vector<StepEntry> steps = list_steps(root);
   std::vector<std::int64_t> numbers;
   for (const StepEntry& entry : steps)
@@ -186,28 +186,39 @@ std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std:
       break;
     }
   }
-  std::vector<std::filesystem::path> removed;
+  PrunePlan plan;
   for (const std::int64_t step :
        steps_to_prune(numbers, keep_last, keep_every, read_latest(root))) {
-    if (step == newest_valid) continue;
-    const std::filesystem::path path = root / step_dir_name(step);
-    fs::remove_tree(path);
-    removed.push_back(path);
+    if (step == newest_valid) {
+      plan.spared = root / step_dir_name(step);
+    } else {
+      plan.remove.push_back(root / step_dir_name(step));
+    }
   }
   // Leftovers of saves that never committed, older than the newest committed step, and of
   // replaced steps.
   const std::int64_t newest = steps.empty() ? -1 : steps.front().step;
+  std::vector<std::filesystem::path> leftovers;
   for (const std::filesystem::path& path : entries(root)) {
     const std::string name = path.filename().string();
     const auto temporary = parse_temporary_dir_name(name);
     if ((temporary && *temporary <= newest) ||
         name.compare(0, kOldPrefix.size(), kOldPrefix) == 0) {
-      fs::remove_tree(path);
-      removed.push_back(path);
+      leftovers.push_back(path);
     }
   }
-  if (!removed.empty()) fs::fsync_path(root);
-  return removed;
+  std::sort(leftovers.begin(), leftovers.end());
+  plan.remove.insert(plan.remove.end(), leftovers.begin(), leftovers.end());
+  return plan;
+}
+
+std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
+                                         std::int64_t keep_every) {
+  const PrunePlan plan = prune_plan(root, keep_last, keep_every);
+  for (const std::filesystem::path& path : plan.remove)
+    fs::remove_tree(path);
+  if (!plan.remove.empty()) fs::fsync_path(root);
+  return plan.remove;
 }
 
 }  // namespace primus::ckpt

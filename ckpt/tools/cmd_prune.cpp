@@ -12,39 +12,6 @@
 namespace primus::ckpt::tool {
 namespace {
 
-// prune() also removes the directories that commit() moves a step it replaces to; the library
-// does not export their prefix.
-constexpr std::string_view kReplacedPrefix = ".old-";
-
-// What prune(root, keep, every) removes, without removing it: steps_to_prune() and the same
-// rule for leftovers as prune().
-std::vector<std::filesystem::path> planned_removals(const std::filesystem::path& root,
-                                                    std::size_t keep, std::int64_t every) {
-  const std::vector<StepEntry> steps = list_steps(root);
-  std::vector<std::int64_t> numbers;
-  for (const StepEntry& entry : steps)
-    numbers.push_back(entry.step);
-  std::vector<std::filesystem::path> removals;
-  for (const std::int64_t step : steps_to_prune(numbers, keep, every, read_latest(root)))
-    removals.push_back(root / step_dir_name(step));
-  const std::int64_t newest = steps.empty() ? -1 : steps.front().step;
-  std::vector<std::filesystem::path> others;
-  std::error_code error;
-  for (std::filesystem::directory_iterator it(root, error), end; !error && it != end;
-       it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    const auto temporary = parse_temporary_dir_name(name);
-    if ((temporary && *temporary <= newest) ||
-        name.compare(0, kReplacedPrefix.size(), kReplacedPrefix) == 0) {
-      others.push_back(it->path());
-    }
-  }
-  if (error) throw Error("cannot list " + root.string() + ": " + error.message());
-  std::sort(others.begin(), others.end());
-  removals.insert(removals.end(), others.begin(), others.end());
-  return removals;
-}
-
 int run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const auto keep_text = args.value("keep");
   if (!keep_text) {
@@ -69,15 +36,14 @@ int run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
   // The retention rule counts steps, not valid checkpoints: refuse to remove the newest one
   // that a load would use when newer ones are corrupt.
-  std::vector<std::filesystem::path> removed = planned_removals(root, *keep, every);
-  const std::optional<Loaded> newest_valid = load_latest(root, Verify::kQuick);
-  if (newest_valid &&
-      std::find(removed.begin(), removed.end(), newest_valid->checkpoint.dir()) != removed.end()) {
-    err << "primus-ckpt: not pruning: " << newest_valid->checkpoint.dir().string()
+  const PrunePlan plan = prune_plan(root, *keep, every);
+  if (plan.spared) {
+    err << "primus-ckpt: not pruning: " << plan.spared->string()
         << " is the newest checkpoint that verifies (newer ones are corrupt) and --keep " << *keep
         << " would remove it\n";
     return kExitFound;
   }
+  std::vector<std::filesystem::path> removed = plan.remove;
   if (!dry_run) removed = prune(root, *keep, every);
 
   if (args.has("json")) {

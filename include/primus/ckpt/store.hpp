@@ -37,6 +37,17 @@ std::vector<std::int64_t> steps_to_prune(std::vector<std::int64_t> steps, std::s
                                          std::int64_t keep_every,
                                          std::optional<std::int64_t> protect);
 
+// What prune() removes, in that order, without removing anything: the steps steps_to_prune
+// selects (LATEST's protected) except the newest one that passes a quick verification, which
+// is `spared` when retention alone would have removed it; then the temporary directories of
+// steps not newer than the newest committed one and the leftovers of replaced steps.
+struct PrunePlan {
+  std::vector<std::filesystem::path> remove;
+  std::optional<std::filesystem::path> spared;
+};
+PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
+                     std::int64_t keep_every = 0);
+
 // Deletes what steps_to_prune selects and every temporary directory of a step not newer than
 // the newest committed one. Returns the removed paths.
 std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
