@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
-#include <utility>
 
 #include "primus/common/error.hpp"
+#include "primus/os/unique_fd.hpp"
 
 namespace primus::ckpt::fs {
 namespace {
@@ -18,25 +18,10 @@ namespace {
   throw Error(what + " " + path.string() + ": " + std::strerror(errno));
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 void fsync_path(const std::filesystem::path& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail("cannot open", path);
   if (::fsync(fd.get()) != 0) fail("cannot fsync", path);
   if (::close(fd.release()) != 0) fail("cannot close", path);
@@ -46,7 +31,7 @@ void replace_file(const std::filesystem::path& path, const std::string& contents
   std::filesystem::path temporary = path;
   temporary += ".tmp";
   {
-    Fd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    os::UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) fail("cannot create", temporary);
     std::size_t done = 0;
     while (done < contents.size()) {
@@ -72,7 +57,7 @@ void replace_file(const std::filesystem::path& path, const std::string& contents
 }
 
 std::string read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) fail("cannot open", path);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail("cannot stat", path);

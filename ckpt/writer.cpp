@@ -8,6 +8,7 @@
 #include "crc32c.hpp"
 #include "fs.hpp"
 #include "hdf5.hpp"
+#include "igzip_chunks.hpp"
 #include "primus/ckpt/layout.hpp"
 #include "primus/ckpt/manifest.hpp"
 #include "primus/common/error.hpp"
@@ -69,6 +70,12 @@ struct RankWriter::Impl {
 RankWriter::RankWriter(const std::filesystem::path& root, std::int64_t step, int rank,
                        int world_size, WriteOptions options)
     : impl_(std::make_unique<Impl>()) {
+  if (options.deflate_level < 0 || options.deflate_level > kMaxCompressLevel) {
+    throw Error("compression level " + std::to_string(options.deflate_level) +
+                ": expected 0 (off) to " + std::to_string(kMaxCompressLevel) +
+                " (ISA-L igzip levels)");
+  }
+  if (options.chunk_bytes == 0) throw Error("chunk size 0: expected at least one byte");
   if (world_size < 1 || world_size > kMaxWorldSize || rank < 0 || rank >= world_size) {
     throw Error("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
                 ": expected 0 <= rank < world size <= " + std::to_string(kMaxWorldSize));
@@ -106,22 +113,29 @@ void RankWriter::add_tensor(const TensorRef& t) {
   const h5::Handle type = h5::file_type(t.dtype);
   const h5::Handle space = h5::dataspace(t.shape);
   const h5::Handle dcpl = h5::checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "properties");
+  const bool compressed = m.options.deflate_level > 0 && !t.shape.empty() && count > 0;
+  Shape chunk;
   if (!t.shape.empty() && count > 0) {
-    const Shape chunk = chunk_shape(t.shape, element, m.options.chunk_bytes);
+    chunk = chunk_shape(t.shape, element, m.options.chunk_bytes);
     const std::vector<hsize_t> dims(chunk.begin(), chunk.end());
     h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(dims.size()), dims.data()), "chunks");
-    if (m.options.deflate_level > 0) {
+    if (compressed) {
+      // Declares HDF5's standard (optional) deflate filter, so that every reader inflates the
+      // chunks; igzip writes them.
       h5::check(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(m.options.deflate_level)),
                 "compression");
     }
   }
+  const std::string what = "writing tensor '" + t.name + "' to " + m.path.string();
   h5::Handle dataset = h5::checked(H5Dcreate2(m.tensors.get(), name.c_str(), type.get(),
                                               space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                    H5Dclose, "tensor '" + t.name + "' in " + m.path.string());
-  // The memory type is the file type: HDF5 copies the bits, bfloat16 included.
-  if (count > 0) {
-    h5::check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data),
-              "writing tensor '" + t.name + "' to " + m.path.string());
+  if (compressed) {
+    write_deflated_chunks(dataset.get(), t.shape, chunk, element, t.data, m.options.deflate_level,
+                          what);
+  } else if (count > 0) {
+    // The memory type is the file type: HDF5 copies the bits, bfloat16 included.
+    h5::check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data), what);
   }
   TensorPart part;
   part.name = t.name;

@@ -2,6 +2,7 @@
 (numpy arrays, torch tensors) or plain values. flatten() turns it into named tensors plus a JSON
 description of the structure; unflatten() builds it back."""
 
+import os
 import sys
 
 import numpy as np
@@ -60,27 +61,69 @@ def _is_torch_tensor(value):
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-def _copy(array, path, staging):
+# Host copies of big tensors run on a few threads (numpy releases the GIL while it copies): one
+# core's memcpy does not reach the memory bandwidth of a node.
+_COPY_PIECE_BYTES = 16 << 20
+_copy_pool = None
+
+
+def io_threads():
+    """How many threads copy or read tensors at once: the CPUs this process may run on, up to 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def _run_copies(copies):
+    """Copies each (destination, source) pair of equal-shaped C-contiguous arrays."""
+    global _copy_pool
+    pieces = []
+    for destination, source in copies:
+        flat_out, flat_in = destination.reshape(-1), source.reshape(-1)
+        step = max(1, _COPY_PIECE_BYTES // max(1, source.itemsize))
+        for start in range(0, flat_in.size, step):
+            pieces.append((flat_out[start:start + step], flat_in[start:start + step]))
+    threads = io_threads()
+    if threads == 1 or len(pieces) < 2:
+        for destination, source in pieces:
+            np.copyto(destination, source)
+        return
+    if _copy_pool is None:
+        import concurrent.futures
+
+        _copy_pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads,
+                                                           thread_name_prefix="primus-copy")
+    for future in [_copy_pool.submit(np.copyto, d, s) for d, s in pieces]:
+        future.result()
+
+
+def _copy(array, path, staging, copies):
     """A copy of array, into staging[path] when it has the same shape and dtype (a buffer whose
-    pages are already mapped copies about twice as fast as a new one)."""
+    pages are already mapped copies about twice as fast as a new one). The copy itself is added
+    to `copies`, for _run_copies()."""
     if staging is None:
-        return array.copy()
-    buffer = staging.get(path)
-    if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
         buffer = np.empty_like(array)
-        staging[path] = buffer
-    np.copyto(buffer, array)
+    else:
+        buffer = staging.get(path)
+        if buffer is None or buffer.shape != array.shape or buffer.dtype != array.dtype:
+            buffer = np.empty_like(array)
+            staging[path] = buffer
+    copies.append((buffer, array))
     return buffer
 
 
-def _as_array(value, path, copy, staging=None):
-    """(C-contiguous numpy array on the host, stored dtype name, source kind, torch dtype)."""
+def _as_array(value, path):
+    """(C-contiguous numpy array on the host, stored dtype name, source kind, torch dtype, whether
+    the array is already a private copy)."""
+    copied = False
     if _is_torch_tensor(value):
         torch = _torch()
         tensor = value.detach()
         if tensor.device.type != "cpu":
             tensor = tensor.cpu()  # a copy already
-            copy = False
+            copied = True
         tensor = tensor.contiguous()
         torch_dtype = str(tensor.dtype).replace("torch.", "")
         if tensor.dtype == torch.bfloat16:
@@ -99,9 +142,8 @@ def _as_array(value, path, copy, staging=None):
                         f"{', '.join(sorted(STORAGE))})")
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)  # (never for 0-d arrays: it would make them 1-d)
-    if copy:
-        array = _copy(array, path, staging)
-    return array, dtype, kind, torch_dtype
+        copied = True
+    return array, dtype, kind, torch_dtype, copied
 
 
 def flatten(state, rank, owner, copy=False, staging=None):
@@ -109,6 +151,12 @@ def flatten(state, rank, owner, copy=False, staging=None):
     tensors are copied (into the reusable buffers of `staging`, a dict, when given)."""
     leaves = []
     names = set()
+    copies = []
+
+    def add_leaf(leaf, where, copied):
+        if copy and not copied:
+            leaf.array = _copy(leaf.array, where, staging, copies)
+        leaves.append(leaf)
 
     def name_of(path):
         name = "/".join(path)
@@ -134,7 +182,7 @@ def flatten(state, rank, owner, copy=False, staging=None):
         if isinstance(value, (Shard, PerRank)) or isinstance(value, np.ndarray) \
                 or isinstance(value, np.generic) or _is_torch_tensor(value):
             inner = value.tensor if isinstance(value, (Shard, PerRank)) else value
-            array, dtype, kind, torch_dtype = _as_array(inner, where, copy, staging)
+            array, dtype, kind, torch_dtype, copied = _as_array(inner, where)
             node = {"t": "tensor", "kind": kind, "dtype": dtype, "torch_dtype": torch_dtype}
             if isinstance(value, Shard):
                 node["layout"] = "shard"
@@ -142,23 +190,26 @@ def flatten(state, rank, owner, copy=False, staging=None):
                 if len(value.global_shape) != array.ndim or len(value.offset) != array.ndim:
                     raise ValueError(f"{where}: Shard needs global_shape and offset of "
                                      f"{array.ndim} dimensions")
-                leaves.append(Leaf(node["name"], array, dtype, value.global_shape, value.offset))
+                add_leaf(Leaf(node["name"], array, dtype, value.global_shape, value.offset), where,
+                         copied)
             elif isinstance(value, PerRank):
                 node["layout"] = "per_rank"
                 node["name"] = name_of(path)
-                leaves.append(Leaf(f"{node['name']}@rank{rank}", array, dtype))
+                add_leaf(Leaf(f"{node['name']}@rank{rank}", array, dtype), where, copied)
             else:
                 node["layout"] = "replicated"
                 node["name"] = name_of(path)
                 if rank == owner:
-                    leaves.append(Leaf(node["name"], array, dtype))
+                    add_leaf(Leaf(node["name"], array, dtype), where, copied)
             return node
         if value is None or isinstance(value, (bool, int, float, str)):
             return {"t": "value", "v": value}
         raise TypeError(f"{where}: cannot checkpoint a {type(value).__name__} (expected dicts, "
                         "lists, tuples, numpy arrays, torch tensors, numbers, strings, None)")
 
-    return walk(state, []), leaves
+    tree = walk(state, [])
+    _run_copies(copies)
+    return tree, leaves
 
 
 def unflatten(tree, read, rank, world_size):

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 
 from . import _ckpt, _env, _rng
-from ._tree import STORAGE, PerRank, Shard, flatten, unflatten
+from ._tree import STORAGE, PerRank, Shard, flatten, io_threads, unflatten
 
 __all__ = ["save", "load", "wait", "release_staging", "latest_step", "verify", "prune", "Shard", "PerRank",
            "Restored", "PendingSave", "CheckpointError", "CorruptCheckpoint"]
@@ -127,6 +127,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     which waits for it). At most one save is in flight, and its host copies are reused by the
     next asynchronous save: memory holds at most one copy of the state (release_staging()).
     keep_last / keep_every: retention after the commit (rank 0); LATEST is never removed.
+    compress: 0 (off, the default) or ISA-L igzip's level 1 to 3, stored as HDF5's standard
+    deflate (h5py and h5dump read it). chunk_bytes: the target size of one HDF5 chunk.
     Returns the committed directory (blocking) or the PendingSave."""
     global _in_flight
     if _in_flight is not None:
@@ -260,8 +262,8 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
         else:
             offset, shape = [], []
         out = np.empty(shape if mode == "rows" else global_shape, dtype=STORAGE[dtype])
-        # Filled in the background: two reads in flight overlap one's checksum and page faults
-        # with the other's I/O (the extension releases the GIL).
+        # Filled in the background: several reads in flight overlap one's checksum and page
+        # faults with the others' I/O (the extension releases the GIL).
         reads.append(pool.submit(checkpoint.read_into, name, offset, shape, out))
         if dtype == "bool":
             out = out.view(np.bool_)
@@ -271,7 +273,7 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
     if tree_text is None:
         raise CorruptCheckpoint(f"{checkpoint.dir}: rank {source_rank} saved no state tree")
     reads = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, io_threads())) as pool:
         try:
             state = unflatten(json.loads(tree_text), read, rank, world_size)
         finally:

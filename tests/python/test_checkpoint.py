@@ -185,6 +185,28 @@ def test_h5py_and_h5dump_read_what_primus_wrote(tmp_path):
         assert out.returncode == 0 and "model%2Flayer%2Fweight" in out.stdout
 
 
+@pytest.mark.parametrize("level", [1, 3])
+def test_compressed_checkpoints_shrink_and_any_hdf5_reader_inflates_them(tmp_path, level):
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(level)
+    smooth = np.repeat(np.arange(1 << 16, dtype=np.float32), 16).reshape(-1, 256)  # 4 MiB
+    noise = rng.random((1000, 77), dtype=np.float32)  # does not shrink: stored as it is
+    state = {"smooth": smooth, "noise": noise, "edge": smooth[:1001, :3].copy()}
+    checkpoint.save(state, 1, dir=tmp_path, compress=level, chunk_bytes=1 << 20)
+    path = tmp_path / "step-000000000001" / "rank-00000.h5"
+    assert path.stat().st_size < (smooth.nbytes + noise.nbytes) / 2
+    with h5py.File(path, "r") as f:  # h5py inflates with zlib what igzip wrote
+        assert f["tensors"]["smooth"].compression == "gzip"
+        for name, array in state.items():
+            assert np.array_equal(f["tensors"][name][()], array), name
+    restored = checkpoint.load(tmp_path, full_verify=True)
+    for name, array in state.items():
+        assert np.array_equal(restored.state[name], array), name
+    with pytest.raises(checkpoint.CheckpointError, match="compression level 4: expected 0"):
+        checkpoint.save(state, 2, dir=tmp_path, compress=4)
+    assert checkpoint.latest_step(tmp_path) == 1
+
+
 def test_torch_state_dicts_round_trip(tmp_path):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)

@@ -62,6 +62,60 @@ TEST(CkptChunking, WholeRowsUpToTheTargetAndNeverOverFourGiB) {
   EXPECT_LE(element_count(huge) * 8, (1ULL << 32) - 1);
 }
 
+TEST(CkptChunking, ContiguousChunksMapEachChunkToOneRangeOfTheArray) {
+  const auto rows = contiguous_chunks({7, 5}, {3, 5}, 4);  // three chunks, the last one partial
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 3U);
+  EXPECT_EQ((*rows)[1].coord, (Shape{3, 0}));
+  EXPECT_EQ((*rows)[1].out_offset, 60U);
+  EXPECT_EQ((*rows)[2].bytes, 20U);
+  EXPECT_EQ((*rows)[2].stored_bytes, 60U);
+
+  const auto inner = contiguous_chunks({2, 3, 4}, {1, 2, 4}, 1);  // cut in the middle dimension
+  ASSERT_TRUE(inner);
+  ASSERT_EQ(inner->size(), 4U);
+  EXPECT_EQ((*inner)[2].coord, (Shape{1, 0, 0}));
+  EXPECT_EQ((*inner)[2].out_offset, 12U);
+  EXPECT_EQ((*inner)[3].coord, (Shape{1, 2, 0}));
+  EXPECT_EQ((*inner)[3].out_offset, 20U);
+  EXPECT_EQ((*inner)[3].bytes, 4U);
+
+  const auto last = contiguous_chunks({1, 1, 10}, {1, 1, 4}, 4);
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->size(), 3U);
+  EXPECT_EQ(last->back().coord, (Shape{0, 0, 8}));
+  EXPECT_EQ(last->back().bytes, 8U);
+
+  EXPECT_FALSE(contiguous_chunks({4, 6}, {2, 3}, 4));  // a chunk is two ranges
+  EXPECT_FALSE(contiguous_chunks({4, 6}, {8, 6}, 4));  // larger than the dataset
+  EXPECT_FALSE(contiguous_chunks({4, 6}, {4}, 4));
+  EXPECT_FALSE(contiguous_chunks({0, 6}, {1, 6}, 4));
+  EXPECT_FALSE(contiguous_chunks({}, {}, 4));
+  EXPECT_FALSE(contiguous_chunks({1ULL << 40, 1ULL << 40}, {1, 1ULL << 40}, 8));  // overflows
+  EXPECT_FALSE(contiguous_chunks({1ULL << 30}, {1}, 1));  // too many chunks to plan
+}
+
+TEST(CkptChunking, TheChunksOfEveryChunkShapeTileTheArrayInOrder) {
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    Shape shape(1 + random() % 4);
+    for (auto& extent : shape)
+      extent = 1 + random() % 9;
+    const std::size_t element = std::size_t{1} << (random() % 4);
+    const Shape chunk = chunk_shape(shape, element, 1 + random() % 200);
+    const auto spans = contiguous_chunks(shape, chunk, element);
+    ASSERT_TRUE(spans) << trial;  // chunk_shape() always makes contiguous chunks
+    std::uint64_t at = 0;
+    for (const ChunkSpan& span : *spans) {
+      EXPECT_EQ(span.out_offset, at);
+      EXPECT_LE(span.bytes, span.stored_bytes);
+      EXPECT_EQ(span.stored_bytes, element_count(chunk) * element);
+      at += span.bytes;
+    }
+    EXPECT_EQ(at, element_count(shape) * element) << trial;
+  }
+}
+
 // Reference: element by element over the global index space.
 void naive_copy(std::size_t element, const std::vector<std::uint8_t>& src, const Shape& so,
                 const Shape& ss, std::vector<std::uint8_t>& dst, const Shape& doff,

@@ -23,7 +23,9 @@ struct TensorRef {
 
 struct WriteOptions {
   std::uint64_t chunk_bytes = std::uint64_t{4} << 20;  // target size of one HDF5 chunk
-  int deflate_level = 0;                               // 0: no compression (the default)
+  // 0: no compression (the default); 1 to 3: ISA-L igzip's levels, stored as HDF5's standard
+  // deflate, so that any HDF5 reader decompresses the data.
+  int deflate_level = 0;
 };
 
 class RankWriter {
