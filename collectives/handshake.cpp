@@ -1,0 +1,112 @@
+#include "handshake.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "primus/common/error.hpp"
+
+namespace primus::coll::handshake {
+namespace {
+
+constexpr std::string_view kMagic = "PRIMUSA1";
+constexpr std::string_view kAcceptorLabel = "primus acceptor";
+constexpr std::string_view kConnectorLabel = "primus connector";
+
+void put_u32(std::uint8_t* out, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i)
+    out[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+
+std::uint32_t get_u32(const std::uint8_t* in) {
+  std::uint32_t value = 0;
+  for (int i = 3; i >= 0; --i)
+    value = (value << 8) | in[i];
+  return value;
+}
+
+std::array<std::uint8_t, kMacBytes> mac(const std::string& secret, std::string_view label,
+                                        const Hello& hello, const Nonce& nonce) {
+  std::vector<std::uint8_t> message;
+  message.reserve(label.size() + hello.size() + nonce.size());
+  message.insert(message.end(), label.begin(), label.end());
+  message.insert(message.end(), hello.begin(), hello.end());
+  message.insert(message.end(), nonce.begin(), nonce.end());
+  std::array<std::uint8_t, kMacBytes> out{};
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(),
+           message.size(), out.data(), &length) == nullptr ||
+      length != out.size()) {
+    throw Error("HMAC-SHA256 failed (OpenSSL)");
+  }
+  return out;
+}
+
+}  // namespace
+
+Nonce fresh_nonce() {
+  Nonce nonce{};
+  std::size_t done = 0;
+  while (done < nonce.size()) {
+    const ssize_t n = ::getrandom(nonce.data() + done, nonce.size() - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(std::string("getrandom: ") + std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  return nonce;
+}
+
+Hello make_hello(Purpose purpose, std::uint32_t rank, const Nonce& nonce) {
+  Hello hello{};
+  std::memcpy(hello.data(), kMagic.data(), kMagic.size());
+  put_u32(hello.data() + 8, static_cast<std::uint32_t>(purpose));
+  put_u32(hello.data() + 12, rank);
+  std::memcpy(hello.data() + 16, nonce.data(), nonce.size());
+  return hello;
+}
+
+std::optional<HelloFields> parse_hello(const Hello& hello) {
+  if (std::memcmp(hello.data(), kMagic.data(), kMagic.size()) != 0) return std::nullopt;
+  const std::uint32_t purpose = get_u32(hello.data() + 8);
+  if (purpose != static_cast<std::uint32_t>(Purpose::kStore) &&
+      purpose != static_cast<std::uint32_t>(Purpose::kPeer)) {
+    return std::nullopt;
+  }
+  HelloFields fields{static_cast<Purpose>(purpose), get_u32(hello.data() + 12), {}};
+  std::memcpy(fields.nonce.data(), hello.data() + 16, kNonceBytes);
+  return fields;
+}
+
+Challenge make_challenge(const std::string& secret, const Hello& hello, const Nonce& nonce) {
+  Challenge challenge{};
+  const auto tag = mac(secret, kAcceptorLabel, hello, nonce);
+  std::memcpy(challenge.data(), nonce.data(), kNonceBytes);
+  std::memcpy(challenge.data() + kNonceBytes, tag.data(), kMacBytes);
+  return challenge;
+}
+
+bool check_challenge(const std::string& secret, const Hello& hello, const Challenge& challenge,
+                     Proof& proof) {
+  Nonce nonce{};
+  std::memcpy(nonce.data(), challenge.data(), kNonceBytes);
+  const auto expected = mac(secret, kAcceptorLabel, hello, nonce);
+  if (CRYPTO_memcmp(expected.data(), challenge.data() + kNonceBytes, kMacBytes) != 0) {
+    return false;
+  }
+  proof = mac(secret, kConnectorLabel, hello, nonce);
+  return true;
+}
+
+bool check_proof(const std::string& secret, const Hello& hello, const Nonce& nonce,
+                 const Proof& proof) {
+  const auto expected = mac(secret, kConnectorLabel, hello, nonce);
+  return CRYPTO_memcmp(expected.data(), proof.data(), kMacBytes) == 0;
+}
+
+}  // namespace primus::coll::handshake

@@ -1,0 +1,63 @@
+// bootstrap_settings(): the environment of a rank, validated (pure: variables come from `get`).
+#include <charconv>
+#include <cmath>
+
+#include "primus/collectives/bootstrap.hpp"
+#include "primus/collectives/error.hpp"
+
+namespace primus::coll {
+namespace {
+
+long long integer(const std::string& name, const std::string& text, long long low, long long high,
+                  const std::string& expected) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || at != end || value < low || value > high) {
+    throw CollectiveError(name + "='" + text + "': expected " + expected);
+  }
+  return value;
+}
+
+}  // namespace
+
+BootstrapSettings bootstrap_settings(
+    const std::function<std::optional<std::string>(const std::string&)>& get) {
+  auto required = [&](const std::string& name, const std::string& why) {
+    const auto value = get(name);
+    if (!value || value->empty()) throw CollectiveError(name + " is not set: " + why);
+    return *value;
+  };
+  BootstrapSettings s;
+  s.secret = required("PRIMUS_JOB_SECRET",
+                      "Primus connections are authenticated with the job secret (set by the "
+                      "Primus plugin under srun --primus=..., or by primus-launch)");
+  const auto method = get("PRIMUS_BOOTSTRAP");
+  if (method && !method->empty()) {
+    if (*method != "pmix" && *method != "tcp") {
+      throw CollectiveError("PRIMUS_BOOTSTRAP='" + *method + "': expected pmix or tcp");
+    }
+    s.method = *method;
+  } else {
+    s.method = get("PMIX_RANK") ? "pmix" : "tcp";
+  }
+  if (const auto timeout = get("PRIMUS_COLL_TIMEOUT"); timeout && !timeout->empty()) {
+    s.timeout = std::chrono::seconds(integer("PRIMUS_COLL_TIMEOUT", *timeout, 1, 604800,
+                                             "a number of seconds from 1 to 604800"));
+  }
+  if (const auto node = get("SLURMD_NODENAME"); node && !node->empty()) s.node = *node;
+  if (s.method == "tcp") {
+    const std::string why = "the TCP bootstrap needs RANK, WORLD_SIZE, MASTER_ADDR and PRIMUS_PORT";
+    s.size = static_cast<int>(integer("WORLD_SIZE", required("WORLD_SIZE", why), 1, 1 << 24,
+                                      "a positive number of ranks"));
+    s.rank = static_cast<int>(
+        integer("RANK", required("RANK", why), 0, s.size - 1,
+                "a rank from 0 to WORLD_SIZE-1 (" + std::to_string(s.size - 1) + ")"));
+    s.master_addr = required("MASTER_ADDR", why);
+    s.port = static_cast<std::uint16_t>(
+        integer("PRIMUS_PORT", required("PRIMUS_PORT", why), 1, 65535, "a port from 1 to 65535"));
+  }
+  return s;
+}
+
+}  // namespace primus::coll

@@ -1,0 +1,71 @@
+// TCP sockets for collectives (OS adapter): non-blocking descriptors, every wait a poll() with
+// a deadline (never a busy loop), errors that name the peer.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "primus/collectives/error.hpp"
+#include "primus/os/unique_fd.hpp"
+
+namespace primus::coll::net {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// A connected stream socket and who is at the other end ("rank 3 (127.0.0.12:40123)").
+class Socket {
+ public:
+  Socket() = default;
+  Socket(os::UniqueFd fd, std::string peer, int peer_rank);
+
+  int fd() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
+  const std::string& peer() const { return peer_; }
+  int peer_rank() const { return peer_rank_; }
+  void set_peer(std::string peer, int peer_rank);
+
+  void send_all(const void* data, std::size_t bytes, Deadline deadline) const;
+  void recv_all(void* data, std::size_t bytes, Deadline deadline) const;
+  // The local IPv4 address of this connection ("127.0.0.11").
+  std::string local_address() const;
+
+ private:
+  os::UniqueFd fd_;
+  std::string peer_;
+  int peer_rank_ = -1;
+};
+
+class Listener {
+ public:
+  // Binds address:port (port 0: any free port) and listens. Throws CollectiveError naming both.
+  Listener(const std::string& address, std::uint16_t port);
+  std::uint16_t port() const { return port_; }
+  // The next connection; PeerFailure (peer -1) when none came before the deadline.
+  Socket accept(Deadline deadline) const;
+
+ private:
+  os::UniqueFd fd_;
+  std::uint16_t port_ = 0;
+};
+
+// Connects to host:port, retrying while the other side is not listening yet, until the
+// deadline. `peer` names it in errors.
+Socket connect_to(const std::string& host, std::uint16_t port, Deadline deadline,
+                  const std::string& peer, int peer_rank);
+
+// Sends `send` on `out` while receiving `recv` on `in` (they may be one socket), so that two
+// peers can exchange in both directions at once without deadlock. on_received(total) runs
+// after each receive with the bytes received so far (to reduce what has arrived while the rest
+// is in flight).
+void exchange(const Socket& out, const void* send, std::size_t send_bytes, const Socket& in,
+              void* recv, std::size_t recv_bytes, Deadline deadline,
+              const std::function<void(std::size_t)>& on_received = {});
+
+// Milliseconds left until the deadline, for poll() (0 when past).
+int poll_timeout(Deadline deadline);
+
+}  // namespace primus::coll::net

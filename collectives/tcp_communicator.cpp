@@ -1,0 +1,247 @@
+// The CPU backend: a full mesh of authenticated TCP connections; recursive doubling for small
+// allreduces, a segmented ring (reduce-scatter then allgather) for large ones.
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <vector>
+
+#include "authenticated.hpp"
+#include "primus/collectives/communicator.hpp"
+#include "reduce.hpp"
+#include "schedule.hpp"
+
+namespace primus::coll {
+namespace {
+
+constexpr auto kHandshakeTime = std::chrono::seconds(10);
+
+std::pair<std::string, std::uint16_t> split_endpoint(const std::string& endpoint, int rank) {
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos) {
+    throw CollectiveError("rank " + std::to_string(rank) + " published a bad endpoint '" +
+                          endpoint + "'");
+  }
+  return {endpoint.substr(0, colon),
+          static_cast<std::uint16_t>(std::stoul(endpoint.substr(colon + 1)))};
+}
+
+class TcpCommunicator final : public Communicator {
+ public:
+  TcpCommunicator(Bootstrap& bootstrap, const std::string& secret, const Options& options)
+      : rank_(bootstrap.rank()),
+        size_(bootstrap.size()),
+        options_(options),
+        timeout_(options.timeout.value_or(kDefaultTimeout)) {
+    peers_.resize(static_cast<std::size_t>(size_));
+    if (size_ == 1) return;
+    net::Listener listener(bootstrap.local_address(), 0);
+    const std::string mine = bootstrap.local_address() + ":" + std::to_string(listener.port());
+    const std::vector<std::string> endpoints = bootstrap.allgather(mine, timeout_);
+    const net::Deadline deadline = net::Clock::now() + timeout_;
+    // Connect to every lower rank, then accept every higher one: lower ranks are accepting by
+    // the time a higher one reaches them, so the mesh forms without a cycle of waits.
+    for (int peer = 0; peer < rank_; ++peer) {
+      const auto [host, port] = split_endpoint(endpoints[static_cast<std::size_t>(peer)], peer);
+      peers_[static_cast<std::size_t>(peer)] = net::connect_authenticated(
+          host, port, handshake::Purpose::kPeer, static_cast<std::uint32_t>(rank_), secret,
+          deadline, "rank " + std::to_string(peer), peer);
+    }
+    for (int joined = rank_ + 1; joined < size_; ++joined) {
+      net::Socket socket = net::accept_authenticated(
+          listener, handshake::Purpose::kPeer, secret, deadline,
+          [this](std::uint32_t r) {
+            return r > static_cast<std::uint32_t>(rank_) && r < static_cast<std::uint32_t>(size_) &&
+                   !peers_[r].valid();
+          },
+          [this](const std::string& what) {
+            std::cerr << "primus: rank " << rank_ << ": " << what << "\n";
+          },
+          kHandshakeTime);
+      const auto r = static_cast<std::size_t>(socket.peer_rank());
+      peers_[r] = std::move(socket);
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "tcp"; }
+
+  void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) override {
+    const std::size_t bytes = count * dtype_size(dtype);
+    if (size_ == 1 || count == 0) return;
+    if (bytes <= options_.small_bytes || count < static_cast<std::size_t>(size_)) {
+      allreduce_doubling(data, count, dtype, op);
+    } else {
+      ring_reduce_scatter(data, count, dtype, op);
+      ring_allgather(data, count, dtype);
+    }
+  }
+
+  void broadcast(void* data, std::size_t count, DType dtype, int root) override {
+    check_rank(root, "broadcast root");
+    const std::size_t bytes = count * dtype_size(dtype);
+    if (size_ == 1 || bytes == 0) return;
+    const net::Deadline deadline = next_deadline();
+    // Binomial tree over ranks renumbered so that the root is 0.
+    const int me = (rank_ - root + size_) % size_;
+    int mask = 1;
+    while (mask < size_) {
+      if (me & mask) {
+        peer((me - mask + root) % size_).recv_all(data, bytes, deadline);
+        break;
+      }
+      mask <<= 1;
+    }
+    mask >>= 1;
+    for (; mask > 0; mask >>= 1) {
+      if (me + mask < size_) peer((me + mask + root) % size_).send_all(data, bytes, deadline);
+    }
+  }
+
+  void allgather(const void* send, void* recv, std::size_t count, DType dtype) override {
+    const std::size_t bytes = count * dtype_size(dtype);
+    auto* out = static_cast<std::uint8_t*>(recv);
+    if (bytes > 0) std::memmove(out + static_cast<std::size_t>(rank_) * bytes, send, bytes);
+    if (size_ == 1 || bytes == 0) return;
+    // The ring over blocks of exactly `count` elements each.
+    const net::Deadline deadline = next_deadline();
+    const net::Socket& right = peer((rank_ + 1) % size_);
+    const net::Socket& left = peer((rank_ - 1 + size_) % size_);
+    for (int step = 0; step + 1 < size_; ++step) {
+      const auto send_block =
+          static_cast<std::size_t>(schedule::allgather_send_block(rank_, size_, step));
+      const auto recv_block =
+          static_cast<std::size_t>(schedule::allgather_recv_block(rank_, size_, step));
+      net::exchange(right, out + send_block * bytes, bytes, left, out + recv_block * bytes, bytes,
+                    deadline);
+    }
+  }
+
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                      ReduceOp op) override {
+    const std::size_t element = dtype_size(dtype);
+    const std::size_t total = count * static_cast<std::size_t>(size_);
+    std::vector<std::uint8_t> work(total * element);
+    if (!work.empty()) std::memcpy(work.data(), send, work.size());
+    if (size_ > 1 && count > 0) ring_reduce_scatter(work.data(), total, dtype, op);
+    if (count > 0) {
+      std::memcpy(recv, work.data() + static_cast<std::size_t>(rank_) * count * element,
+                  count * element);
+    }
+  }
+
+  void barrier() override {
+    std::uint8_t token = 1;
+    allreduce(&token, 1, DType::kUInt8, ReduceOp::kMax);
+  }
+
+ private:
+  void check_rank(int r, const char* what) const {
+    if (r < 0 || r >= size_) {
+      throw CollectiveError(std::string(what) + " " + std::to_string(r) + ": expected 0 to " +
+                            std::to_string(size_ - 1));
+    }
+  }
+
+  const net::Socket& peer(int r) const { return peers_[static_cast<std::size_t>(r)]; }
+  net::Deadline next_deadline() const { return net::Clock::now() + timeout_; }
+
+  // Every rank ends with op over all ranks in one fixed tree: a pair always combines as
+  // op(lower rank's value, higher rank's value), whichever side computes it.
+  void allreduce_doubling(void* data, std::size_t count, DType dtype, ReduceOp op) {
+    const std::size_t bytes = count * dtype_size(dtype);
+    const net::Deadline deadline = next_deadline();
+    std::vector<std::uint8_t> theirs(bytes);
+    std::vector<std::uint8_t> combined(bytes);
+    auto* mine = static_cast<std::uint8_t*>(data);
+    const schedule::Doubling d = schedule::doubling(rank_, size_);
+    if (d.role == schedule::kFolded) {
+      peer(rank_ + 1).send_all(mine, bytes, deadline);
+      peer(rank_ + 1).recv_all(mine, bytes, deadline);
+      return;
+    }
+    if (rank_ < 2 * d.extra) {  // odd partner of a folded rank: lower rank first
+      peer(rank_ - 1).recv_all(theirs.data(), bytes, deadline);
+      reduce_into(dtype, op, theirs.data(), mine, count);
+      std::memcpy(mine, theirs.data(), bytes);
+    }
+    for (int distance = 1; distance < d.power; distance <<= 1) {
+      const int partner_virtual = d.virtual_rank ^ distance;
+      const net::Socket& partner = peer(schedule::doubling_real_rank(partner_virtual, size_));
+      net::exchange(partner, mine, bytes, partner, theirs.data(), bytes, deadline);
+      if (d.virtual_rank < partner_virtual) {
+        reduce_into(dtype, op, mine, theirs.data(), count);
+      } else {
+        reduce_into(dtype, op, theirs.data(), mine, count);
+        std::memcpy(mine, theirs.data(), bytes);
+      }
+    }
+    if (rank_ < 2 * d.extra) peer(rank_ - 1).send_all(mine, bytes, deadline);
+  }
+
+  // In place over `count` elements split into size_ blocks; rank r ends with block r reduced.
+  void ring_reduce_scatter(void* data, std::size_t count, DType dtype, ReduceOp op) {
+    const std::size_t element = dtype_size(dtype);
+    auto* base = static_cast<std::uint8_t*>(data);
+    const net::Deadline deadline = next_deadline();
+    const net::Socket& right = peer((rank_ + 1) % size_);
+    const net::Socket& left = peer((rank_ - 1 + size_) % size_);
+    const std::size_t largest = schedule::block(count, size_, size_ - 1).count + 1;
+    incoming_.resize(largest * element);
+    const std::size_t segment =
+        std::max<std::size_t>(element, options_.segment_bytes / element * element);
+    for (int step = 0; step + 1 < size_; ++step) {
+      const schedule::Range out =
+          schedule::block(count, size_, schedule::reduce_scatter_send_block(rank_, size_, step));
+      const schedule::Range in =
+          schedule::block(count, size_, schedule::reduce_scatter_recv_block(rank_, size_, step));
+      std::uint8_t* into = base + in.begin * element;
+      std::size_t reduced = 0;  // bytes of `in` already reduced
+      // Reduce each whole segment as soon as it has arrived, while the rest is in flight.
+      auto reduce_arrived = [&](std::size_t received) {
+        const std::size_t ready =
+            received == in.count * element ? received : received / segment * segment;
+        if (ready > reduced) {
+          reduce_into(dtype, op, into + reduced, incoming_.data() + reduced,
+                      (ready - reduced) / element);
+          reduced = ready;
+        }
+      };
+      net::exchange(right, base + out.begin * element, out.count * element, left, incoming_.data(),
+                    in.count * element, deadline, reduce_arrived);
+      reduce_arrived(in.count * element);
+    }
+  }
+
+  void ring_allgather(void* data, std::size_t count, DType dtype) {
+    const std::size_t element = dtype_size(dtype);
+    auto* base = static_cast<std::uint8_t*>(data);
+    const net::Deadline deadline = next_deadline();
+    const net::Socket& right = peer((rank_ + 1) % size_);
+    const net::Socket& left = peer((rank_ - 1 + size_) % size_);
+    for (int step = 0; step + 1 < size_; ++step) {
+      const schedule::Range out =
+          schedule::block(count, size_, schedule::allgather_send_block(rank_, size_, step));
+      const schedule::Range in =
+          schedule::block(count, size_, schedule::allgather_recv_block(rank_, size_, step));
+      net::exchange(right, base + out.begin * element, out.count * element, left,
+                    base + in.begin * element, in.count * element, deadline);
+    }
+  }
+
+  int rank_;
+  int size_;
+  Options options_;
+  std::chrono::milliseconds timeout_;
+  std::vector<net::Socket> peers_;
+  std::vector<std::uint8_t> incoming_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> tcp_communicator(Bootstrap& bootstrap, const std::string& secret,
+                                               const Options& options) {
+  return std::make_unique<TcpCommunicator>(bootstrap, secret, options);
+}
+
+}  // namespace primus::coll

@@ -1,0 +1,59 @@
+// A communicator: rank, size, and collectives whose results are bitwise identical on every rank
+// and from run to run for the same inputs and rank count (a fixed reduction order).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "primus/collectives/bootstrap.hpp"
+#include "primus/collectives/dtype.hpp"
+#include "primus/collectives/error.hpp"
+
+namespace primus::coll {
+
+constexpr std::chrono::seconds kDefaultTimeout{300};
+
+struct Options {
+  // Every blocking operation ends within this (a dead or hung peer: PeerFailure naming it).
+  // Unset: PRIMUS_COLL_TIMEOUT (connect_from_environment), else kDefaultTimeout.
+  std::optional<std::chrono::milliseconds> timeout;
+  // Allreduce of at most this many bytes takes the latency-optimal algorithm (recursive
+  // doubling); larger ones the bandwidth-optimal ring (reduce-scatter, then allgather).
+  std::size_t small_bytes = std::size_t{64} << 10;
+  // The ring reduces what has arrived while the rest is in flight, this much at a time.
+  std::size_t segment_bytes = std::size_t{256} << 10;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // In place: data holds count elements on every rank, and the reduction of all ranks' after.
+  virtual void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) = 0;
+  // root's count elements into every rank's data.
+  virtual void broadcast(void* data, std::size_t count, DType dtype, int root) = 0;
+  // send: count elements per rank; recv: size() * count, rank i's at i * count.
+  virtual void allgather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  // send: size() * count elements; recv: count, the reduction of every rank's block rank().
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                              ReduceOp op) = 0;
+  virtual void barrier() = 0;
+};
+
+// The CPU backend over TCP: every rank listens on its bootstrap address, connections are
+// authenticated with `secret` (never sent), ranks found through `bootstrap`.
+std::unique_ptr<Communicator> tcp_communicator(Bootstrap& bootstrap, const std::string& secret,
+                                               const Options& options = {});
+
+// A TCP communicator for this process, from the environment (bootstrap_settings(): the
+// variables a rank gets under srun --primus or primus-launch). An unset options.timeout comes
+// from PRIMUS_COLL_TIMEOUT.
+std::unique_ptr<Communicator> connect_from_environment(Options options = {});
+
+}  // namespace primus::coll

@@ -1,0 +1,133 @@
+// primus._coll: libprimus-coll for Python (the `primus.comm` module builds on it). Buffers
+// cross without copies; every collective runs with the GIL released.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "primus/collectives.hpp"
+
+namespace py = pybind11;
+using primus::coll::Communicator;
+using primus::coll::DType;
+using primus::coll::ReduceOp;
+
+namespace {
+
+DType dtype_named(const std::string& name) {
+  const auto dtype = primus::coll::parse_dtype(name);
+  if (!dtype) throw py::value_error("unknown dtype '" + name + "'");
+  return *dtype;
+}
+
+ReduceOp op_named(const std::string& name) {
+  const auto op = primus::coll::parse_reduce_op(name);
+  if (!op) throw py::value_error("op '" + name + "': expected sum, max, min or prod");
+  return *op;
+}
+
+// A C-contiguous buffer of `dtype` items; returns its pointer and element count.
+std::pair<void*, std::size_t> contiguous(const py::buffer& buffer, DType dtype, bool writable,
+                                         const char* what) {
+  const py::buffer_info info = buffer.request(writable);
+  if (static_cast<std::size_t>(info.itemsize) != primus::coll::dtype_size(dtype)) {
+    throw py::value_error(std::string(what) + ": items of " + std::to_string(info.itemsize) +
+                          " bytes for dtype " + std::string(primus::coll::to_string(dtype)));
+  }
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim; d-- > 0;) {
+    if (info.shape[d] > 1 && info.strides[d] != expected) {
+      throw py::value_error(std::string(what) + " is not C-contiguous");
+    }
+    expected *= info.shape[d];
+  }
+  return {info.ptr, static_cast<std::size_t>(info.size)};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_coll, m) {
+  m.doc() = "libprimus-coll: communicators over TCP, bootstrapped through PMIx or a TCP store";
+  auto base = py::register_exception<primus::coll::CollectiveError>(m, "CollectiveError",
+                                                                    PyExc_RuntimeError);
+  py::register_exception<primus::coll::PeerFailure>(m, "PeerFailure", base.ptr());
+
+  py::class_<Communicator>(m, "Communicator")
+      .def_property_readonly("rank", &Communicator::rank)
+      .def_property_readonly("size", &Communicator::size)
+      .def_property_readonly("backend", &Communicator::backend)
+      .def(
+          "allreduce",
+          [](Communicator& c, const py::buffer& data, const std::string& dtype,
+             const std::string& op) {
+            const DType t = dtype_named(dtype);
+            const auto [ptr, count] = contiguous(data, t, true, "allreduce buffer");
+            const ReduceOp o = op_named(op);
+            py::gil_scoped_release release;
+            c.allreduce(ptr, count, t, o);
+          },
+          py::arg("data"), py::arg("dtype"), py::arg("op"))
+      .def(
+          "broadcast",
+          [](Communicator& c, const py::buffer& data, const std::string& dtype, int root) {
+            const DType t = dtype_named(dtype);
+            const auto [ptr, count] = contiguous(data, t, true, "broadcast buffer");
+            py::gil_scoped_release release;
+            c.broadcast(ptr, count, t, root);
+          },
+          py::arg("data"), py::arg("dtype"), py::arg("root"))
+      .def(
+          "allgather",
+          [](Communicator& c, const py::buffer& send, const py::buffer& recv,
+             const std::string& dtype) {
+            const DType t = dtype_named(dtype);
+            const auto [in, count] = contiguous(send, t, false, "allgather input");
+            const auto [out, total] = contiguous(recv, t, true, "allgather output");
+            if (total != count * static_cast<std::size_t>(c.size())) {
+              throw py::value_error("allgather output: expected size * " + std::to_string(count) +
+                                    " elements, got " + std::to_string(total));
+            }
+            py::gil_scoped_release release;
+            c.allgather(in, out, count, t);
+          },
+          py::arg("send"), py::arg("recv"), py::arg("dtype"))
+      .def(
+          "reduce_scatter",
+          [](Communicator& c, const py::buffer& send, const py::buffer& recv,
+             const std::string& dtype, const std::string& op) {
+            const DType t = dtype_named(dtype);
+            const auto [in, total] = contiguous(send, t, false, "reduce_scatter input");
+            const auto [out, count] = contiguous(recv, t, true, "reduce_scatter output");
+            if (total != count * static_cast<std::size_t>(c.size())) {
+              throw py::value_error("reduce_scatter input: expected size * " +
+                                    std::to_string(count) + " elements, got " +
+                                    std::to_string(total));
+            }
+            const ReduceOp o = op_named(op);
+            py::gil_scoped_release release;
+            c.reduce_scatter(in, out, count, t, o);
+          },
+          py::arg("send"), py::arg("recv"), py::arg("dtype"), py::arg("op"))
+      .def("barrier", [](Communicator& c) {
+        py::gil_scoped_release release;
+        c.barrier();
+      });
+
+  m.def(
+      "connect",
+      [](double timeout_seconds) {
+        primus::coll::Options options;
+        if (timeout_seconds > 0) {
+          options.timeout =
+              std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
+        }
+        std::unique_ptr<Communicator> comm;
+        {
+          py::gil_scoped_release release;
+          comm = primus::coll::connect_from_environment(options);
+        }
+        return comm;
+      },
+      py::arg("timeout") = 0.0,
+      "A communicator from the environment (PRIMUS_BOOTSTRAP, PRIMUS_JOB_SECRET, ...).");
+}

@@ -1,0 +1,115 @@
+// The job-secret handshake: the pure protocol, and over real sockets a replayed handshake and
+// a wrong secret refused while a rightful peer still gets in.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "../../collectives/authenticated.hpp"
+#include "../../collectives/handshake.hpp"
+#include "coll_test_util.hpp"
+
+namespace primus::coll {
+namespace {
+
+using namespace handshake;
+
+const std::string kSecret = "job-secret-for-tests";
+
+TEST(CollHandshake, BothSidesProveTheSecretOverEachOthersNonce) {
+  const Hello hello = make_hello(Purpose::kPeer, 7, fresh_nonce());
+  const auto fields = parse_hello(hello);
+  ASSERT_TRUE(fields);
+  EXPECT_EQ(fields->rank, 7U);
+  EXPECT_EQ(fields->purpose, Purpose::kPeer);
+  const Nonce nonce = fresh_nonce();
+  const Challenge challenge = make_challenge(kSecret, hello, nonce);
+  Proof proof{};
+  ASSERT_TRUE(check_challenge(kSecret, hello, challenge, proof));
+  EXPECT_TRUE(check_proof(kSecret, hello, nonce, proof));
+  // The secret is not on the wire.
+  const std::string wire = std::string(hello.begin(), hello.end()) +
+                           std::string(challenge.begin(), challenge.end()) +
+                           std::string(proof.begin(), proof.end());
+  EXPECT_EQ(wire.find(kSecret), std::string::npos);
+}
+
+TEST(CollHandshake, AWrongSecretFailsOnBothSides) {
+  const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
+  const Nonce nonce = fresh_nonce();
+  Proof proof{};
+  EXPECT_FALSE(check_challenge("other", hello, make_challenge(kSecret, hello, nonce), proof));
+  ASSERT_TRUE(check_challenge("other", hello, make_challenge("other", hello, nonce), proof));
+  EXPECT_FALSE(check_proof(kSecret, hello, nonce, proof));
+}
+
+TEST(CollHandshake, ARecordedProofDoesNotAnswerANewChallenge) {
+  const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
+  const Nonce first = fresh_nonce();
+  Proof recorded{};
+  ASSERT_TRUE(check_challenge(kSecret, hello, make_challenge(kSecret, hello, first), recorded));
+  EXPECT_FALSE(check_proof(kSecret, hello, fresh_nonce(), recorded));
+  // Nor does the acceptor's MAC serve as the connector's proof (labels differ).
+  const Challenge challenge = make_challenge(kSecret, hello, first);
+  Proof reflected{};
+  std::copy(challenge.begin() + kNonceBytes, challenge.end(), reflected.begin());
+  EXPECT_FALSE(check_proof(kSecret, hello, first, reflected));
+}
+
+TEST(CollHandshake, MalformedHellosAreNotHandshakes) {
+  Hello hello = make_hello(Purpose::kPeer, 0, fresh_nonce());
+  hello[0] ^= 1;
+  EXPECT_FALSE(parse_hello(hello));
+  hello = make_hello(Purpose::kPeer, 0, fresh_nonce());
+  hello[8] = 9;  // purpose
+  EXPECT_FALSE(parse_hello(hello));
+}
+
+// Over sockets: an eavesdropper's recording of an earlier handshake (hello and proof) is
+// replayed to a listener; it is refused and logged, and a rightful connection that follows is
+// accepted.
+TEST(CollHandshake, AReplayedHandshakeIsRefusedAndTheListenerGoesOn) {
+  const net::Listener listener("127.0.0.1", 0);
+  std::vector<std::string> log;
+  int accepted_rank = -1;
+  std::thread acceptor([&] {
+    const net::Socket socket = net::accept_authenticated(
+        listener, Purpose::kStore, kSecret, net::Clock::now() + std::chrono::seconds(20),
+        [](std::uint32_t) { return true; }, [&](const std::string& what) { log.push_back(what); },
+        std::chrono::seconds(5));
+    accepted_rank = socket.peer_rank();
+  });
+  // What the eavesdropper recorded: a rightful rank 1's hello and its proof for that session.
+  const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
+  const Nonce earlier = fresh_nonce();
+  Proof recorded{};
+  ASSERT_TRUE(check_challenge(kSecret, hello, make_challenge(kSecret, hello, earlier), recorded));
+  {
+    const auto deadline = net::Clock::now() + std::chrono::seconds(5);
+    const net::Socket replay =
+        net::connect_to("127.0.0.1", listener.port(), deadline, "the listener", -1);
+    replay.send_all(hello.data(), hello.size(), deadline);
+    Challenge challenge{};
+    replay.recv_all(challenge.data(), challenge.size(), deadline);
+    replay.send_all(recorded.data(), recorded.size(), deadline);
+    std::uint8_t verdict = kAccepted;
+    replay.recv_all(&verdict, 1, deadline);
+    EXPECT_EQ(verdict, kRefused);
+  }
+  // A wrong secret, then the rightful peer.
+  EXPECT_THROW(
+      net::connect_authenticated("127.0.0.1", listener.port(), Purpose::kStore, 2, "wrong",
+                                 net::Clock::now() + std::chrono::seconds(5), "the listener", 0),
+      PeerFailure);
+  const net::Socket good =
+      net::connect_authenticated("127.0.0.1", listener.port(), Purpose::kStore, 3, kSecret,
+                                 net::Clock::now() + std::chrono::seconds(5), "the listener", 0);
+  acceptor.join();
+  EXPECT_EQ(accepted_rank, 3);
+  ASSERT_EQ(log.size(), 2U);
+  EXPECT_NE(log[0].find("failed authentication"), std::string::npos) << log[0];
+  EXPECT_NE(log[0].find("127.0.0.1:"), std::string::npos) << log[0];
+}
+
+}  // namespace
+}  // namespace primus::coll

@@ -1,0 +1,86 @@
+// bootstrap_settings(): which bootstrap the environment asks for, and errors that name the
+// variable and what was expected.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "primus/collectives/bootstrap.hpp"
+#include "primus/collectives/error.hpp"
+
+namespace primus::coll {
+namespace {
+
+BootstrapSettings settings(const std::map<std::string, std::string>& env) {
+  return bootstrap_settings([&](const std::string& name) -> std::optional<std::string> {
+    const auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+std::string error_of(const std::map<std::string, std::string>& env) {
+  try {
+    settings(env);
+  } catch (const CollectiveError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+const std::map<std::string, std::string> kTcp = {
+    {"PRIMUS_JOB_SECRET", "s"}, {"RANK", "2"},           {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "n1"},
+    {"PRIMUS_PORT", "29501"},   {"MASTER_PORT", "29500"}};
+
+TEST(CollSettings, TheTcpStoreUsesPrimusPortNotMasterPort) {
+  const BootstrapSettings s = settings(kTcp);
+  EXPECT_EQ(s.method, "tcp");
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_EQ(s.size, 4);
+  EXPECT_EQ(s.master_addr, "n1");
+  EXPECT_EQ(s.port, 29501);
+  EXPECT_EQ(s.secret, "s");
+  EXPECT_FALSE(s.timeout);
+}
+
+TEST(CollSettings, PmixWhenAskedOrWhenAPmixServerIsThere) {
+  EXPECT_EQ(settings({{"PRIMUS_JOB_SECRET", "s"}, {"PMIX_RANK", "0"}}).method, "pmix");
+  EXPECT_EQ(settings({{"PRIMUS_JOB_SECRET", "s"}, {"PRIMUS_BOOTSTRAP", "pmix"}}).method, "pmix");
+  auto env = kTcp;
+  env["PMIX_RANK"] = "3";
+  env["PRIMUS_BOOTSTRAP"] = "tcp";  // the plugin's choice wins
+  EXPECT_EQ(settings(env).method, "tcp");
+  env["PRIMUS_COLL_TIMEOUT"] = "7";
+  env["SLURMD_NODENAME"] = "n3";
+  EXPECT_EQ(settings(env).timeout, std::chrono::seconds(7));
+  EXPECT_EQ(settings(env).node, "n3");
+}
+
+TEST(CollSettings, ErrorsNameTheVariableAndWhatWasExpected) {
+  auto env = kTcp;
+  env.erase("PRIMUS_JOB_SECRET");
+  EXPECT_NE(error_of(env).find("PRIMUS_JOB_SECRET is not set"), std::string::npos);
+  env = kTcp;
+  env["PRIMUS_BOOTSTRAP"] = "mpi";
+  EXPECT_EQ(error_of(env), "PRIMUS_BOOTSTRAP='mpi': expected pmix or tcp");
+  env = kTcp;
+  env["RANK"] = "4";
+  EXPECT_EQ(error_of(env), "RANK='4': expected a rank from 0 to WORLD_SIZE-1 (3)");
+  env = kTcp;
+  env["WORLD_SIZE"] = "0";
+  EXPECT_EQ(error_of(env), "WORLD_SIZE='0': expected a positive number of ranks");
+  env = kTcp;
+  env["PRIMUS_PORT"] = "70000";
+  EXPECT_EQ(error_of(env), "PRIMUS_PORT='70000': expected a port from 1 to 65535");
+  env = kTcp;
+  env["PRIMUS_PORT"] = "12x";
+  EXPECT_EQ(error_of(env), "PRIMUS_PORT='12x': expected a port from 1 to 65535");
+  env = kTcp;
+  env.erase("MASTER_ADDR");
+  EXPECT_NE(error_of(env).find("MASTER_ADDR is not set"), std::string::npos);
+  env = kTcp;
+  env["PRIMUS_COLL_TIMEOUT"] = "-1";
+  EXPECT_NE(error_of(env).find("PRIMUS_COLL_TIMEOUT='-1'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace primus::coll

@@ -1,0 +1,443 @@
+// libprimus-coll's TCP backend with real processes and sockets on this machine: every op and
+// dtype at 1 to 8 ranks against a float64 reference, bitwise equal results across ranks and
+// runs, 100 MiB allreduces, a killed or stopped rank, a wrong secret and a replayed handshake.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "../../collectives/authenticated.hpp"
+#include "../../collectives/reduce.hpp"
+#include "coll_test_util.hpp"
+
+namespace primus::coll {
+namespace {
+
+using testing::Job;
+using testing::run_ranks;
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// Input element i of `rank` for test case `c`, as a double that the dtype holds exactly.
+double input(DType dtype, ReduceOp op, int rank, int c, std::size_t i) {
+  const std::uint64_t bits =
+      mix((static_cast<std::uint64_t>(c) << 40) ^ (static_cast<std::uint64_t>(rank) << 32) ^ i);
+  const double unit = static_cast<double>(bits >> 11) / 9007199254740992.0;  // [0, 1)
+  switch (dtype) {
+    case DType::kFloat64:
+    case DType::kFloat32:
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      double value = op == ReduceOp::kProd ? 0.75 + unit * 0.5 : unit * 2 - 1;
+      if (dtype == DType::kFloat32) value = static_cast<float>(value);
+      if (dtype == DType::kFloat16) value = half_to_float(float_to_half(static_cast<float>(value)));
+      if (dtype == DType::kBFloat16) {
+        value = bfloat16_to_float(float_to_bfloat16(static_cast<float>(value)));
+      }
+      return value;
+    }
+    case DType::kUInt8:
+      return op == ReduceOp::kProd ? 1 + static_cast<double>(bits % 3)
+                                   : static_cast<double>(bits % 256);
+    default:
+      return op == ReduceOp::kProd
+                 ? 1 + static_cast<double>(bits % 3)
+                 : static_cast<double>(static_cast<std::int64_t>(bits % 2001) - 1000);
+  }
+}
+
+void store(DType dtype, void* buffer, std::size_t i, double value) {
+  auto* at = static_cast<std::uint8_t*>(buffer) + i * dtype_size(dtype);
+  switch (dtype) {
+    case DType::kFloat64:
+      std::memcpy(at, &value, 8);
+      break;
+    case DType::kFloat32: {
+      const float f = static_cast<float>(value);
+      std::memcpy(at, &f, 4);
+      break;
+    }
+    case DType::kFloat16: {
+      const auto h = float_to_half(static_cast<float>(value));
+      std::memcpy(at, &h, 2);
+      break;
+    }
+    case DType::kBFloat16: {
+      const auto h = float_to_bfloat16(static_cast<float>(value));
+      std::memcpy(at, &h, 2);
+      break;
+    }
+    case DType::kInt32: {
+      const auto v = static_cast<std::int32_t>(value);
+      std::memcpy(at, &v, 4);
+      break;
+    }
+    case DType::kInt64: {
+      const auto v = static_cast<std::int64_t>(value);
+      std::memcpy(at, &v, 8);
+      break;
+    }
+    case DType::kUInt8: {
+      const auto v = static_cast<std::uint8_t>(value);
+      std::memcpy(at, &v, 1);
+      break;
+    }
+  }
+}
+
+double load(DType dtype, const void* buffer, std::size_t i) {
+  const auto* at = static_cast<const std::uint8_t*>(buffer) + i * dtype_size(dtype);
+  switch (dtype) {
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, at, 8);
+      return v;
+    }
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case DType::kFloat16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return half_to_float(v);
+    }
+    case DType::kBFloat16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return bfloat16_to_float(v);
+    }
+    case DType::kInt32: {
+      std::int32_t v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case DType::kInt64: {
+      std::int64_t v;
+      std::memcpy(&v, at, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kUInt8:
+      return *at;
+  }
+  return 0;
+}
+
+// The exact reduction in double (integers: wrapped to the dtype's width), and the error the
+// dtype may add: one rounding per combination, relative to the sum of magnitudes.
+//   float64 2^-52, float32 2^-23, bfloat16 2^-7, float16 2^-10 per step; integers exact.
+double reference(DType dtype, ReduceOp op, int size, int c, std::size_t i, double& tolerance) {
+  double value = input(dtype, op, 0, c, i);
+  double magnitude = std::fabs(value);
+  for (int r = 1; r < size; ++r) {
+    const double x = input(dtype, op, r, c, i);
+    magnitude += std::fabs(x);
+    switch (op) {
+      case ReduceOp::kSum:
+        value += x;
+        break;
+      case ReduceOp::kProd:
+        value *= x;
+        break;
+      case ReduceOp::kMax:
+        value = std::max(value, x);
+        break;
+      case ReduceOp::kMin:
+        value = std::min(value, x);
+        break;
+    }
+  }
+  double eps = 0;
+  switch (dtype) {
+    case DType::kFloat64:
+      eps = 0x1p-52;
+      break;
+    case DType::kFloat32:
+      eps = 0x1p-23;
+      break;
+    case DType::kBFloat16:
+      eps = 0x1p-7;
+      break;
+    case DType::kFloat16:
+      eps = 0x1p-10;
+      break;
+    default:
+      break;
+  }
+  if (op == ReduceOp::kProd) magnitude = std::fabs(value) * 2;
+  tolerance = eps * size * magnitude;
+  if (dtype == DType::kUInt8) value = std::fmod(value, 256.0);
+  if (dtype == DType::kInt32 || dtype == DType::kInt64) {
+    // Products of up to 8 values of 1..3 and sums of +-1000 never wrap here.
+  }
+  return value;
+}
+
+std::uint64_t digest(const void* data, std::size_t bytes, std::uint64_t h) {
+  const auto* at = static_cast<const std::uint8_t*>(data);
+  for (std::size_t i = 0; i < bytes; ++i)
+    h = (h ^ at[i]) * 0x100000001B3ULL;
+  return h;
+}
+
+const DType kDtypes[] = {DType::kFloat64, DType::kFloat32, DType::kFloat16, DType::kBFloat16,
+                         DType::kInt32,   DType::kInt64,   DType::kUInt8};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd};
+
+// Runs every op on every dtype; reports "bad ..." for each wrong element and "digest N".
+void every_op(Communicator& comm, const std::function<void(const std::string&)>& report,
+              const std::vector<std::size_t>& counts) {
+  const int size = comm.size();
+  std::uint64_t h = 0xCBF29CE484222325ULL;
+  int c = 0;
+  int bad = 0;
+  auto fail = [&](const std::string& what) {
+    if (++bad <= 20) report("bad " + what);
+  };
+  for (const std::size_t count : counts) {
+    for (const DType dtype : kDtypes) {
+      const std::size_t element = dtype_size(dtype);
+      for (const ReduceOp op : kOps) {
+        ++c;
+        std::vector<std::uint8_t> data(count * element);
+        for (std::size_t i = 0; i < count; ++i)
+          store(dtype, data.data(), i, input(dtype, op, comm.rank(), c, i));
+        comm.allreduce(data.data(), count, dtype, op);
+        for (std::size_t i = 0; i < count; ++i) {
+          double tolerance = 0;
+          const double want = reference(dtype, op, size, c, i, tolerance);
+          const double got = load(dtype, data.data(), i);
+          if (!(std::fabs(got - want) <= tolerance)) {
+            std::ostringstream what;
+            what << "allreduce " << to_string(op) << " " << to_string(dtype) << " count " << count
+                 << " [" << i << "] " << got << " != " << want;
+            fail(what.str());
+            break;
+          }
+        }
+        h = digest(data.data(), data.size(), h);
+
+        // reduce_scatter: every rank's blocks of `block` elements (the same total as above).
+        ++c;
+        const std::size_t block = std::max<std::size_t>(1, count / static_cast<std::size_t>(size));
+        std::vector<std::uint8_t> send(block * element * static_cast<std::size_t>(size));
+        for (std::size_t i = 0; i < block * static_cast<std::size_t>(size); ++i)
+          store(dtype, send.data(), i, input(dtype, op, comm.rank(), c, i));
+        std::vector<std::uint8_t> recv(block * element);
+        comm.reduce_scatter(send.data(), recv.data(), block, dtype, op);
+        for (std::size_t i = 0; i < block; ++i) {
+          double tolerance = 0;
+          const double want = reference(
+              dtype, op, size, c, static_cast<std::size_t>(comm.rank()) * block + i, tolerance);
+          if (!(std::fabs(load(dtype, recv.data(), i) - want) <= tolerance)) {
+            fail("reduce_scatter " + std::string(to_string(op)) + " " +
+                 std::string(to_string(dtype)) + " count " + std::to_string(block));
+            break;
+          }
+        }
+        // (Each rank holds another block: not part of the digest that must agree.)
+      }
+      // broadcast from a root that moves with the case; allgather.
+      ++c;
+      const int root = c % size;
+      std::vector<std::uint8_t> data(count * element);
+      for (std::size_t i = 0; i < count; ++i)
+        store(dtype, data.data(), i, input(dtype, ReduceOp::kSum, comm.rank(), c, i));
+      comm.broadcast(data.data(), count, dtype, root);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (load(dtype, data.data(), i) != input(dtype, ReduceOp::kSum, root, c, i)) {
+          fail("broadcast " + std::string(to_string(dtype)) + " count " + std::to_string(count));
+          break;
+        }
+      }
+      ++c;
+      std::vector<std::uint8_t> mine(count * element);
+      for (std::size_t i = 0; i < count; ++i)
+        store(dtype, mine.data(), i, input(dtype, ReduceOp::kSum, comm.rank(), c, i));
+      std::vector<std::uint8_t> all(count * element * static_cast<std::size_t>(size));
+      comm.allgather(mine.data(), all.data(), count, dtype);
+      for (int r = 0; r < size; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          if (load(dtype, all.data(), static_cast<std::size_t>(r) * count + i) !=
+              input(dtype, ReduceOp::kSum, r, c, i)) {
+            fail("allgather " + std::string(to_string(dtype)) + " count " + std::to_string(count));
+            r = size;
+            break;
+          }
+        }
+      }
+    }
+  }
+  comm.barrier();
+  report("digest " + std::to_string(h));
+}
+
+std::string digest_of(const std::string& output) {
+  const auto at = output.find("digest ");
+  return at == std::string::npos ? "" : output.substr(at, output.find('\n', at) - at);
+}
+
+void expect_clean(const std::vector<testing::RankOutcome>& outcomes) {
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    EXPECT_TRUE(WIFEXITED(outcomes[r].status) && WEXITSTATUS(outcomes[r].status) == 0)
+        << "rank " << r << ": " << outcomes[r].output;
+    EXPECT_EQ(outcomes[r].output.find("bad "), std::string::npos)
+        << "rank " << r << ": " << outcomes[r].output;
+  }
+}
+
+TEST(CollTcp, EveryOpAndDtypeAtOneToEightRanksMatchesTheReferenceBitwiseEqualEverywhere) {
+  // Sizes: one element, fewer than the ranks, not divisible by them, and 1 MiB of float64
+  // (the ring, with several 16 KiB segments per block; 100 MiB comes below).
+  const std::vector<std::size_t> counts = {1, 3, 1001, (std::size_t{1} << 17) + 5};
+  for (int size = 1; size <= 8; ++size) {
+    Job job;
+    job.size = size;
+    job.options.segment_bytes = 16 << 10;
+    std::string first;
+    for (int run = 0; run < 2; ++run) {
+      const auto outcomes = run_ranks(
+          job, [&](Communicator& comm, const auto& report) { every_op(comm, report, counts); });
+      expect_clean(outcomes);
+      std::set<std::string> digests;
+      for (const auto& outcome : outcomes)
+        digests.insert(digest_of(outcome.output));
+      EXPECT_EQ(digests.size(), 1U) << size << " ranks: the results differ between ranks";
+      if (run == 0) first = *digests.begin();
+      EXPECT_EQ(*digests.begin(), first) << size << " ranks: the second run differs";
+      EXPECT_NE(first, "");
+    }
+  }
+}
+
+// 100 MiB of float32 summed at 2 and 8 ranks: integers below 2^24 so that the sum is exact.
+TEST(CollTcp, HundredMebibyteFloat32SumAtTwoAndEightRanks) {
+  for (const int size : {2, 8}) {
+    Job job;
+    job.size = size;
+    const auto outcomes = run_ranks(job, [](Communicator& comm, const auto& report) {
+      const std::size_t count = std::size_t{25} << 20;
+      std::vector<float> data(count);
+      for (std::size_t i = 0; i < count; ++i)
+        data[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(comm.rank())) % 1024);
+      comm.allreduce(data.data(), count, DType::kFloat32, ReduceOp::kSum);
+      for (std::size_t i = 0; i < count; ++i) {
+        double want = 0;
+        for (int r = 0; r < comm.size(); ++r)
+          want += static_cast<double>((i * 7 + static_cast<std::size_t>(r)) % 1024);
+        if (data[i] != want) {
+          report("bad element " + std::to_string(i));
+          return;
+        }
+      }
+      report("ok");
+    });
+    expect_clean(outcomes);
+    for (const auto& outcome : outcomes)
+      EXPECT_NE(outcome.output.find("ok"), std::string::npos) << outcome.output;
+  }
+}
+
+// One rank dies (SIGKILL) or hangs (SIGSTOP) in the middle of allreduces: every other rank
+// gets a PeerFailure naming a peer within the deadline, never a hang.
+void survivors_fail_in_time(int signal) {
+  Job job;
+  job.size = 4;
+  job.options.timeout = std::chrono::milliseconds(2000);
+  const int victim = 2;
+  std::chrono::steady_clock::time_point injected;
+  const auto outcomes = run_ranks(
+      job,
+      [](Communicator& comm, const auto& report) {
+        std::vector<float> data(std::size_t{4} << 20, 1.0F);
+        comm.allreduce(data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
+        report("ready");
+        for (;;)
+          comm.allreduce(data.data(), data.size(), DType::kFloat32, ReduceOp::kMax);
+      },
+      [&](const std::vector<pid_t>& pids) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        injected = std::chrono::steady_clock::now();
+        ::kill(pids[victim], signal);
+        if (signal == SIGSTOP) {
+          // Let the survivors time out, then end the stopped rank.
+          std::thread([pid = pids[victim]] {
+            std::this_thread::sleep_for(std::chrono::seconds(6));
+            ::kill(pid, SIGKILL);
+          }).detach();
+        }
+      });
+  for (int r = 0; r < job.size; ++r) {
+    if (r == victim) continue;
+    const auto& outcome = outcomes[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 3)
+        << "rank " << r << ": " << outcome.output;
+    EXPECT_NE(outcome.output.find("PeerFailure("), std::string::npos) << outcome.output;
+    EXPECT_NE(outcome.output.find("rank "), std::string::npos) << outcome.output;
+    EXPECT_LT(outcome.ended - injected, *job.options.timeout + std::chrono::milliseconds(1500))
+        << "rank " << r << " took too long to give up";
+  }
+}
+
+TEST(CollTcp, AKilledRankMakesEverySurvivorFailWithinTheDeadline) {
+  survivors_fail_in_time(SIGKILL);
+}
+TEST(CollTcp, AStoppedRankMakesEverySurvivorFailWithinTheDeadline) {
+  survivors_fail_in_time(SIGSTOP);
+}
+
+// A process with another secret keeps knocking at rank 0's store while the job starts: it is
+// refused every time (and learns that the other side does not share its secret), and the job
+// runs as if it were not there.
+TEST(CollTcp, AConnectionWithAWrongSecretIsRefusedAndTheJobGoesOn) {
+  Job job;
+  job.size = 3;
+  job.port = testing::free_port();
+  const pid_t intruder = ::fork();
+  ASSERT_GE(intruder, 0);
+  if (intruder == 0) {
+    int refused = 0;
+    const auto until = net::Clock::now() + std::chrono::seconds(3);
+    while (net::Clock::now() < until && refused < 5) {
+      try {
+        net::connect_authenticated("127.0.0.1", job.port, handshake::Purpose::kStore, 1,
+                                   "not-the-secret", net::Clock::now() + std::chrono::seconds(2),
+                                   "the store", 0);
+        ::_exit(1);  // accepted: the test fails
+      } catch (const PeerFailure&) {
+        ++refused;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::_exit(refused > 0 ? 0 : 2);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it knock first
+  const auto outcomes = run_ranks(job, [](Communicator& comm, const auto& report) {
+    std::int64_t value = comm.rank() + 1;
+    comm.allreduce(&value, 1, DType::kInt64, ReduceOp::kSum);
+    report("sum " + std::to_string(value));
+  });
+  for (const auto& outcome : outcomes) {
+    EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 0) << outcome.output;
+    EXPECT_NE(outcome.output.find("sum 6"), std::string::npos) << outcome.output;
+  }
+  int status = 0;
+  ::waitpid(intruder, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the intruder got in";
+}
+
+}  // namespace
+}  // namespace primus::coll
