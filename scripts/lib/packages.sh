@@ -10,7 +10,9 @@ PRIMUS_TEST_PACKAGES=(
   slurmctld slurmd slurm-client munge openmpi-bin lmod
   python3-pytest python3-h5py python3-torch procps iproute2 strace
 )
-PRIMUS_FULL_PACKAGES=(clang libclang-rt-14-dev)
+# --full: the fuzzer, and the baselines of the collectives benchmark (Open MPI's MPI_Allreduce,
+# Gloo).
+PRIMUS_FULL_PACKAGES=(clang libclang-rt-14-dev libopenmpi-dev libgloo-dev)
 
 # Installs what is missing (as root, with apt-get); says what it needs otherwise.
 primus_install_packages() {

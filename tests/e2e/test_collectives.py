@@ -24,7 +24,7 @@ def test_pmix_bootstrap_at_eight_ranks_on_four_nodes(testbed, prefix, op):
     assert f"{op}, 8 ranks, backend tcp" in out.stdout, out.stdout
     assert "# 0 wrong elements" in out.stdout, out.stdout
     # The header and one line per size, once (rank 0 prints).
-    assert len(re.findall(r"^\s+\d+\s+\d+\s+float32", out.stdout, re.M)) == 3, out.stdout
+    assert len(re.findall(r"^\s+\d+\s+\d+\s+float32", out.stdout, re.M)) == 4, out.stdout  # 8 B, 256 B, 8 KiB, 256 KiB
 
 
 def test_tcp_store_bootstrap_under_srun(testbed, prefix):
