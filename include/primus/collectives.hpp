@@ -6,3 +6,4 @@
 #include "primus/collectives/communicator.hpp"
 #include "primus/collectives/dtype.hpp"
 #include "primus/collectives/error.hpp"
+#include "primus/collectives/nccl.hpp"
