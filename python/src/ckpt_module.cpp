@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer_check.hpp"
 #include "primus/ckpt.hpp"
 
 namespace py = pybind11;
@@ -28,19 +29,9 @@ DType dtype_named(const std::string& name) {
 // A C-contiguous buffer with the dtype's item size, or a ValueError naming the tensor.
 py::buffer_info contiguous(const py::buffer& buffer, DType dtype, const std::string& name,
                            bool writable) {
-  py::buffer_info info = buffer.request(writable);
-  if (static_cast<std::size_t>(info.itemsize) != primus::ckpt::dtype_size(dtype)) {
-    throw py::value_error("tensor '" + name + "': items of " + std::to_string(info.itemsize) +
-                          " bytes for dtype " + std::string(primus::ckpt::to_string(dtype)));
-  }
-  py::ssize_t expected = info.itemsize;
-  for (py::ssize_t d = info.ndim; d-- > 0;) {
-    if (info.shape[d] > 1 && info.strides[d] != expected) {
-      throw py::value_error("tensor '" + name + "' is not C-contiguous");
-    }
-    expected *= info.shape[d];
-  }
-  return info;
+  return primus::python::contiguous_buffer(buffer, primus::ckpt::dtype_size(dtype),
+                                           std::string(primus::ckpt::to_string(dtype)), writable,
+                                           "tensor '" + name + "'");
 }
 
 Shape shape_of(const py::buffer_info& info) {

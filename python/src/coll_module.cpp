@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "buffer_check.hpp"
 #include "primus/collectives.hpp"
 
 namespace py = pybind11;
@@ -29,18 +30,9 @@ ReduceOp op_named(const std::string& name) {
 // A C-contiguous buffer of `dtype` items; returns its pointer and element count.
 std::pair<void*, std::size_t> contiguous(const py::buffer& buffer, DType dtype, bool writable,
                                          const char* what) {
-  const py::buffer_info info = buffer.request(writable);
-  if (static_cast<std::size_t>(info.itemsize) != primus::coll::dtype_size(dtype)) {
-    throw py::value_error(std::string(what) + ": items of " + std::to_string(info.itemsize) +
-                          " bytes for dtype " + std::string(primus::coll::to_string(dtype)));
-  }
-  py::ssize_t expected = info.itemsize;
-  for (py::ssize_t d = info.ndim; d-- > 0;) {
-    if (info.shape[d] > 1 && info.strides[d] != expected) {
-      throw py::value_error(std::string(what) + " is not C-contiguous");
-    }
-    expected *= info.shape[d];
-  }
+  const py::buffer_info info = primus::python::contiguous_buffer(
+      buffer, primus::coll::dtype_size(dtype), std::string(primus::coll::to_string(dtype)),
+      writable, what);
   return {info.ptr, static_cast<std::size_t>(info.size)};
 }
 
