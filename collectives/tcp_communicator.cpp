@@ -1,6 +1,7 @@
 // The CPU backend: a full mesh of authenticated TCP connections; recursive doubling for small
 // allreduces, a segmented ring (reduce-scatter then allgather) for large ones.
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <vector>
@@ -17,12 +18,17 @@ constexpr auto kHandshakeTime = std::chrono::seconds(10);
 
 std::pair<std::string, std::uint16_t> split_endpoint(const std::string& endpoint, int rank) {
   const auto colon = endpoint.rfind(':');
-  if (colon == std::string::npos) {
+  unsigned port = 0;
+  const char* end = endpoint.data() + endpoint.size();
+  const auto [at, error] = colon == std::string::npos
+                               ? std::from_chars_result{end, std::errc::invalid_argument}
+                               : std::from_chars(endpoint.data() + colon + 1, end, port);
+  if (colon == std::string::npos || colon == 0 || error != std::errc() || at != end || port == 0 ||
+      port > 65535) {
     throw CollectiveError("rank " + std::to_string(rank) + " published a bad endpoint '" +
-                          endpoint + "'");
+                          endpoint + "' (expected address:port)");
   }
-  return {endpoint.substr(0, colon),
-          static_cast<std::uint16_t>(std::stoul(endpoint.substr(colon + 1)))};
+  return {endpoint.substr(0, colon), static_cast<std::uint16_t>(port)};
 }
 
 class TcpCommunicator final : public Communicator {
