@@ -1,4 +1,8 @@
 // The adapter from the process environment to a bootstrap and a communicator.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <climits>
@@ -8,6 +12,51 @@
 #include "primus/os/node_address.hpp"
 
 namespace primus::coll {
+namespace {
+
+// The first IPv4 address of an interface that is up, not the loopback one if another exists.
+std::string interface_address() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string loopback;
+  std::string found;
+  for (const ifaddrs* at = list; at != nullptr && found.empty(); at = at->ifa_next) {
+    if (at->ifa_addr == nullptr || at->ifa_addr->sa_family != AF_INET ||
+        (at->ifa_flags & IFF_UP) == 0) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(at->ifa_addr)->sin_addr, text,
+                sizeof text);
+    if ((at->ifa_flags & IFF_LOOPBACK) != 0) {
+      if (loopback.empty()) loopback = text;
+    } else {
+      found = text;
+    }
+  }
+  ::freeifaddrs(list);
+  if (!found.empty()) return found;
+  return loopback.empty() ? "127.0.0.1" : loopback;
+}
+
+// Where the other ranks reach this one: its Slurm node's address; else its host name's; else,
+// when the host name does not resolve (a bare container), an address of an interface.
+std::string address_for_peers(const BootstrapSettings& settings) {
+  if (!settings.node.empty()) {
+    return os::resolve_node_address(settings.node, "SLURMD_NODENAME (this rank's node)");
+  }
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) {
+    try {
+      return os::resolve_node_address(host, "this host's name");
+    } catch (const Error&) {
+      // falls through to the interfaces
+    }
+  }
+  return interface_address();
+}
+
+}  // namespace
 
 std::unique_ptr<Bootstrap> make_bootstrap(const BootstrapSettings& settings,
                                           std::chrono::milliseconds timeout) {
@@ -15,13 +64,7 @@ std::unique_ptr<Bootstrap> make_bootstrap(const BootstrapSettings& settings,
     return tcp_store_bootstrap(settings.rank, settings.size, settings.master_addr, settings.port,
                                settings.secret, timeout);
   }
-  std::string node = settings.node;
-  if (node.empty()) {
-    char host[HOST_NAME_MAX + 1] = {};
-    if (::gethostname(host, sizeof host - 1) == 0) node = host;
-  }
-  return pmix_bootstrap(
-      os::resolve_node_address(node, "this rank's node (SLURMD_NODENAME or the host name)"));
+  return pmix_bootstrap(address_for_peers(settings));
 }
 
 std::unique_ptr<Communicator> connect_from_environment(Options options) {

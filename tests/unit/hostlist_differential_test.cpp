@@ -229,8 +229,17 @@ std::optional<std::string> compare(const Scontrol& scontrol, const std::string& 
     if (mine) return "scontrol rejects it, Primus accepts it as " + escaped(mine->compress());
     return std::nullopt;
   }
-  if (!mine) return "scontrol accepts it, Primus rejects it: " + escaped(error);
   const std::vector<std::string> slurm_hosts = lines(names->out);
+  if (!mine) {
+    // Primus's own ceiling (docs/hostlist.md): a list of more than 2^18 ranges is refused by
+    // design, even where Slurm still copes. Only that error, and only for such a list.
+    constexpr std::size_t kPrimusMaxRanges = std::size_t{1} << 18;
+    if (error.find("expected at most 262144 ranges in the list") != std::string::npos &&
+        slurm_hosts.size() > kPrimusMaxRanges) {
+      return std::nullopt;
+    }
+    return "scontrol accepts it, Primus rejects it: " + escaped(error);
+  }
   if (mine->expand() != slurm_hosts) {
     return "expansion differs\n  scontrol: " + joined(slurm_hosts) +
            "\n  primus:   " + joined(mine->expand());
