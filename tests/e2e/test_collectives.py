@@ -19,7 +19,7 @@ def run_in_module(testbed, prefix, body):
 def test_pmix_bootstrap_at_eight_ranks_on_four_nodes(testbed, prefix, op):
     out = run_in_module(testbed, prefix,
                         "srun --mpi=pmix -N4 -n8 --primus primus-bench-collectives --check "
-                        f"--op {op} -b 8 -e 1M -f 32")
+                        f"--op {op} -b 8 -e 1M -f 32 -n 20 -w 1")
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{op}, 8 ranks, backend tcp" in out.stdout, out.stdout
     assert "# 0 wrong elements" in out.stdout, out.stdout
@@ -30,6 +30,6 @@ def test_pmix_bootstrap_at_eight_ranks_on_four_nodes(testbed, prefix, op):
 def test_tcp_store_bootstrap_under_srun(testbed, prefix):
     out = run_in_module(testbed, prefix,
                         "srun --mpi=none -N2 -n4 --primus primus-bench-collectives "
-                        "--check -b 1K -e 4M -f 64")
+                        "--check -b 1K -e 4M -f 64 -n 10 -w 1")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "allreduce, 4 ranks" in out.stdout and "# 0 wrong elements" in out.stdout, out.stdout
