@@ -10,6 +10,9 @@ import pytest
 
 
 def run_in_module(testbed, prefix, body):
+    # A stuck collective fails within PRIMUS_COLL_TIMEOUT, naming the peer, and Slurm ends the
+    # job after --time: neither outlives this test.
+    body = "PRIMUS_COLL_TIMEOUT=60 " + body.replace("srun ", "srun --time=3 ", 1)
     init = "/usr/share/lmod/lmod/init/bash"
     return testbed.user_cmd(["bash", "-c", f". {init} && module use {prefix}/share/modulefiles "
                              f"&& module load primus && {body}"], timeout=240, check=False)
