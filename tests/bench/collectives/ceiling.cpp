@@ -38,7 +38,9 @@ void both_ways(int fd, std::vector<char>& out, std::vector<char>& in) {
       if (n == 0) std::exit(3);
     }
     if (progress) continue;
-    pollfd p{fd, static_cast<short>((sent < out.size() ? POLLOUT : 0) | (got < in.size() ? POLLIN : 0)), 0};
+    pollfd p{fd,
+             static_cast<short>((sent < out.size() ? POLLOUT : 0) | (got < in.size() ? POLLIN : 0)),
+             0};
     poll(&p, 1, 10000);
   }
 }
@@ -70,10 +72,17 @@ int main(int argc, char** argv) {
   for (int run = 0; run < runs; ++run) {
     char token = 0;
     // Start together: a one-byte exchange.
-    if (child == 0) { write(fd, &token, 1); read(fd, &token, 1); } else { read(fd, &token, 1); write(fd, &token, 1); }
+    if (child == 0) {
+      write(fd, &token, 1);
+      read(fd, &token, 1);
+    } else {
+      read(fd, &token, 1);
+      write(fd, &token, 1);
+    }
     const auto start = std::chrono::steady_clock::now();
     both_ways(fd, out, in);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, static_cast<double>(bytes) / seconds / 1e9);
   }
   if (child == 0) return 0;

@@ -25,27 +25,35 @@ int main(int argc, char** argv) {
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->connectFullMesh(store, device);
   std::vector<float> data(max_bytes / 4 + 1);
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 7);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<float>(i % 7);
   std::vector<double> times(1);
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     const std::size_t count = std::max<std::size_t>(1, bytes / 4);
-    long iters = static_cast<long>(std::clamp<std::size_t>((std::size_t{512} << 20) / std::max<std::size_t>(bytes, 1), 5, 1000));
+    long iters = static_cast<long>(std::clamp<std::size_t>(
+        (std::size_t{512} << 20) / std::max<std::size_t>(bytes, 1), 5, 1000));
     gloo::AllreduceOptions opts(context);
     opts.setOutput(data.data(), count);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setTag(0);
-    for (int i = 0; i < 2; ++i) gloo::allreduce(opts);
+    for (int i = 0; i < 2; ++i)
+      gloo::allreduce(opts);
     const auto start = std::chrono::steady_clock::now();
-    for (long i = 0; i < iters; ++i) gloo::allreduce(opts);
-    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+    for (long i = 0; i < iters; ++i)
+      gloo::allreduce(opts);
+    double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
     // The slowest rank's time, through Gloo itself.
     gloo::AllreduceOptions max_opts(context);
     max_opts.setOutput(&t, 1);
-    max_opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+    max_opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
     gloo::allreduce(max_opts);
     if (rank == 0) {
       const double algbw = static_cast<double>(count * 4) / t / 1e9;
-      std::printf("%zu %.2f %.3f %.3f\n", count * 4, t * 1e6, algbw, algbw * 2.0 * (size - 1) / size);
+      std::printf("%zu %.2f %.3f %.3f\n", count * 4, t * 1e6, algbw,
+                  algbw * 2.0 * (size - 1) / size);
       std::fflush(stdout);
     }
   }
