@@ -104,7 +104,12 @@ class PmixBootstrap final : public Bootstrap {
       pmix_proc_t proc{};
       PMIX_LOAD_PROCID(&proc, session_.self().nspace, static_cast<pmix_rank_t>(r));
       PmixValue got;
-      rc = PMIx_Get(&proc, key.c_str(), nullptr, 0, got.out());
+      // After a collecting fence the values are local; should a server not have collected
+      // them, the Get asks the rank's node, and that too must end within the timeout.
+      pmix_info_t get_info;
+      PMIX_INFO_LOAD(&get_info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+      rc = PMIx_Get(&proc, key.c_str(), &get_info, 1, got.out());
+      PMIX_INFO_DESTRUCT(&get_info);
       if (rc != PMIX_SUCCESS || got.get() == nullptr || got.get()->type != PMIX_BYTE_OBJECT) {
         throw PeerFailure(
             "PMIx: rank " + std::to_string(r) + " published no " + key + " (" + pmix_text(rc) + ")",
