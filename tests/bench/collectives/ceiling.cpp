@@ -1,6 +1,6 @@
 // The ceiling for two ranks on one machine: two processes send a large buffer to each other in
 // both directions at once over loopback TCP, with the socket setup libprimus-coll uses
-// (non-blocking, TCP_NODELAY, kernel-tuned buffers, poll). Prints the best GB/s per direction
+// (non-blocking, TCP_NODELAY, a 256 KiB send buffer, poll). Prints the best GB/s per direction
 // over several runs. Usage: ceiling BYTES RUNS
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,6 +21,8 @@ namespace {
 void setup(int fd) {
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const int send_buffer = 256 << 10;  // as collectives/socket.cpp
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
 }
 
 // Sends and receives `bytes` at once on fd (as net::exchange does).
