@@ -27,8 +27,7 @@ constexpr std::size_t kMaxRangesInBracket = 262144;  // Slurm exits beyond this
 constexpr std::size_t kMaxHosts = INT_MAX;           // Slurm counts hosts in an int
 // Primus limits, far beyond any real cluster, where Slurm crashes, hangs or runs out of memory.
 constexpr std::uint64_t kMaxNumber = kUint64Max - 1;  // Slurm saturates at 2^64-1, then crashes
-constexpr std::size_t kMaxPushedRanges = std::size_t{1} << 18;  // ranges before joining
-constexpr std::size_t kMaxPrefixBytes = std::size_t{1} << 24;   // bytes of generated prefixes
+constexpr std::size_t kMaxPrefixBytes = std::size_t{1} << 24;  // bytes of generated prefixes
 
 bool is_separator(char c) {
   return c == ',' || c == ' ' || c == '\t';
@@ -497,11 +496,11 @@ class Hostlist::Parser {
         count += range_count(range.lo, range.hi);
       pushes = saturating_multiply(pushes, count);
     }
-    if (pushes > kMaxPushedRanges - pushed_ranges_) fail(position, too_many_ranges());
+    if (pushes > Hostlist::kMaxRanges - pushed_ranges_) fail(position, too_many_ranges());
   }
 
   static std::string too_many_ranges() {
-    return "expected at most " + std::to_string(kMaxPushedRanges) + " ranges in the list";
+    return "expected at most " + std::to_string(Hostlist::kMaxRanges) + " ranges in the list";
   }
 
   static std::string build_prefix(const std::vector<std::string_view>& literals,
@@ -515,7 +514,7 @@ class Hostlist::Parser {
   }
 
   void push(Range range, std::size_t position) {
-    if (++pushed_ranges_ > kMaxPushedRanges) fail(position, too_many_ranges());
+    if (++pushed_ranges_ > Hostlist::kMaxRanges) fail(position, too_many_ranges());
     prefix_bytes_ += range.prefix.size();
     if (prefix_bytes_ > kMaxPrefixBytes) {
       fail(position, "expected at most " + std::to_string(kMaxPrefixBytes) +

@@ -3,8 +3,8 @@
 (primus-bench-collectives, TCP store bootstrap), Open MPI's MPI_Allreduce over TCP
 (--mca pml ob1 --mca btl self,tcp), Gloo's allreduce over its TCP transport, and a ceiling: two
 processes sending a large buffer to each other in both directions at once over loopback TCP,
-best of several runs in every round. Each sweep runs ROUNDS times (alternating order) and keeps each size's
-best. Prints busbw per size, the ratios, and the goals:
+best of several runs in every round. Each sweep runs ROUNDS times (alternating order) and keeps
+each size's best. Prints busbw per size, the ratios, and the goals:
   busbw at >= 1 MiB >= Open MPI-TCP and >= Gloo at every size, and >= 0.8 of the ceiling;
   time at 8 B <= 1.5 x Open MPI-TCP.
 Usage: compare_collectives.py BUILD_DIR (where primus-bench-collectives was built)

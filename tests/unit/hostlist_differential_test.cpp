@@ -231,11 +231,11 @@ std::optional<std::string> compare(const Scontrol& scontrol, const std::string& 
   }
   const std::vector<std::string> slurm_hosts = lines(names->out);
   if (!mine) {
-    // Primus's own ceiling (docs/hostlist.md): a list of more than 2^18 ranges is refused by
-    // design, even where Slurm still copes. Only that error, and only for such a list.
-    constexpr std::size_t kPrimusMaxRanges = std::size_t{1} << 18;
-    if (error.find("expected at most 262144 ranges in the list") != std::string::npos &&
-        slurm_hosts.size() > kPrimusMaxRanges) {
+    // Primus's own ceiling (Hostlist::kMaxRanges) is refused by design, even where Slurm still
+    // copes. Only that error, and only for a list that long.
+    const std::string ceiling =
+        "expected at most " + std::to_string(Hostlist::kMaxRanges) + " ranges in the list";
+    if (error.find(ceiling) != std::string::npos && slurm_hosts.size() > Hostlist::kMaxRanges) {
       return std::nullopt;
     }
     return "scontrol accepts it, Primus rejects it: " + escaped(error);

@@ -15,6 +15,10 @@ namespace primus {
 // deliberate differences from Slurm: docs/hostlist.md.
 class Hostlist {
  public:
+  // Primus's own ceiling: parse() refuses a list of more ranges than this before joining,
+  // even where Slurm still copes (docs/hostlist.md).
+  static constexpr std::size_t kMaxRanges = std::size_t{1} << 18;
+
   Hostlist() = default;
 
   // Parses a Slurm hostlist expression. Throws ParseError naming the position and what was
