@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <string>
+#include <string_view>
 
 #include "plugin_state.hpp"
 #include "primus/common/options.hpp"
@@ -21,8 +22,14 @@ std::deque<Registered>& registered() {
   return options;
 }
 
+// Slurm 22.05's sbatch and salloc export an option given without a value (#SBATCH --primus)
+// into the job's environment as SLURM_SPANK__SLURM_SPANK_OPTION_primus_primus=(null), printf's
+// text for a null pointer, and srun inside the job hands that text back as the value.
+constexpr std::string_view kExportedNull = "(null)";
+
 // Records the value; it is validated in init_post_opt, where an error can stop the command.
-// slurmstepd receives an option given without a value (--primus) as an empty value.
+// slurmstepd receives an option given without a value (--primus) as an empty value, and srun
+// inside a batch job as "(null)": both mean no value for an option whose value is optional.
 int remember_option(int val, const char* optarg, int remote) {
   try {
     const auto& table = option_table();
@@ -30,7 +37,10 @@ int remember_option(int val, const char* optarg, int remote) {
     const OptionSpec& spec = table[static_cast<std::size_t>(val)];
     std::optional<std::string> value;
     if (optarg != nullptr) value = std::string(optarg);
-    if (remote != 0 && value && value->empty() && spec.arg != OptionArg::kRequired) value.reset();
+    if (value && spec.arg != OptionArg::kRequired &&
+        ((remote != 0 && value->empty()) || *value == kExportedNull)) {
+      value.reset();
+    }
     state().given.emplace_back(std::string(spec.name), value);
     return 0;
   } catch (...) {
