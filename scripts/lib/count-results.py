@@ -1,73 +1,211 @@
 #!/usr/bin/env python3
-"""Counts test results over all suites: JUnit XML files (GoogleTest, pytest) and automake .trs
-files of tests that write no XML. Prints one line per suite and the total
-'N passed, N failed, N skipped'; exits 1 when anything failed."""
+"""Counts the test results of every suite of scripts/test and prints one line per suite and the
+total 'N passed, N failed, N skipped'; exits 1 when anything failed.
+
+Arguments: NAME=PATH ..., where PATH is one of
+- a file NAME.status holding PASS, FAIL or SKIP: a single check;
+- a directory that scripts/test filled for a suite:
+    exit-status   the exit status of `make check` or pytest (required);
+    tests.txt     for a make-check suite: the TESTS list, one test per line (the build tree's
+                  relative names); every test in it must have left a result;
+    <test>.trs    automake's result of each test, at the test's name without .test;
+    <test>.xml    JUnit XML of that test, where it wrote one (GoogleTest, pytest): its cases are
+                  counted one by one, and the .trs must agree;
+    *.xml         for a pytest suite (no tests.txt): its JUnit XML files.
+
+Rules (a green total must mean that every test ran and passed):
+- a suite whose exit status is not 0 has failed, even when no result says FAIL (a test program
+  that did not compile, a collection error, a crash of the harness);
+- a test of tests.txt without a result has failed (not built, not run);
+- a .trs that says FAIL or ERROR fails its test even when its XML is all-pass (a leak report or a
+  crash at exit comes after the XML is written); an XML with no case, or one that does not
+  parse, has failed;
+- under CI=true a skip is a failure, unless it matches a line of tests/expected-skips (a glob over
+  the skip's name, then the reason it is expected). A skip's name is the test's name
+  (tests/ckpt/disk-full.test) or, for a case of an XML, TEST::CLASS::CASE.
+"""
+
+import fnmatch
+import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-
-def count_xml(path):
-    passed = failed = skipped = 0
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError:
-        return 0, 1, 0
-    for case in root.iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            failed += 1
-        elif case.find("skipped") is not None or case.get("status") == "notrun" \
-                or case.get("result") == "skipped":
-            skipped += 1
-        else:
-            passed += 1
-    return passed, failed, skipped
+HERE = Path(__file__).resolve().parent
+EXPECTED_SKIPS = HERE.parent.parent / "tests" / "expected-skips"
 
 
-def count_trs(path):
-    result = ""
-    for line in Path(path).read_text(errors="replace").splitlines():
+class Counts:
+    def __init__(self, ci, expected):
+        self.passed = self.failed = self.skipped = 0
+        self.ci = ci
+        self.expected = expected
+        self.notes = []
+
+    def passes(self, n=1):
+        self.passed += n
+
+    def fail(self, why):
+        self.failed += 1
+        self.notes.append("FAIL " + why)
+
+    def skip(self, name, why=""):
+        pattern = next((p for p in self.expected if fnmatch.fnmatchcase(name, p)), None)
+        if self.ci and pattern is None:
+            self.fail(f"{name}: skipped under CI and not listed in tests/expected-skips"
+                      + (f" ({why})" if why else ""))
+            return
+        self.skipped += 1
+        self.notes.append(f"SKIP {name}" + (f" ({why})" if why else "")
+                          + (" [expected]" if pattern else ""))
+
+
+def load_expected_skips(path):
+    patterns = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                patterns.append(line.split()[0])
+    return patterns
+
+
+def trs_result(path):
+    """automake's :test-result: of a .trs (the last one), or None without one."""
+    result = None
+    for line in path.read_text(errors="replace").splitlines():
         if line.startswith(":test-result:"):
             result = line.split(":", 2)[2].strip()
-    if result == "PASS":
-        return 1, 0, 0
-    if result == "SKIP":
-        return 0, 0, 1
-    return 0, 1, 0
+    return result
 
 
-def main():
-    """Arguments: SUITE=DIR ... Each DIR holds *.xml files and possibly *.trs files; a .trs
-    whose test wrote an XML (same base name) is not counted twice. SUITE=FILE.status holds
-    'PASS', 'FAIL' or 'SKIP' for single checks."""
-    total = [0, 0, 0]
-    for arg in sys.argv[1:]:
-        name, _, where = arg.partition("=")
-        where = Path(where)
-        counts = [0, 0, 0]
-        if where.is_file():
-            status = where.read_text().strip()
-            counts = {"PASS": [1, 0, 0], "SKIP": [0, 0, 1]}.get(status, [0, 1, 0])
-        elif where.is_dir():
-            xml_names = set()
-            for xml in sorted(where.rglob("*.xml")):
-                xml_names.add(xml.stem)
-                for i, n in enumerate(count_xml(xml)):
-                    counts[i] += n
-            for trs in sorted(where.rglob("*.trs")):
-                if trs.stem in xml_names:
-                    continue
-                for i, n in enumerate(count_trs(trs)):
-                    counts[i] += n
+def count_xml(path, test, counts):
+    """Counts the cases of a JUnit XML; returns (cases, failed cases), or None if unreadable."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as error:
+        counts.fail(f"{test}: its XML {path.name} does not parse ({error})")
+        return None
+    cases = failed = 0
+    for case in root.iter("testcase"):
+        cases += 1
+        name = f"{test}::{case.get('classname', '')}::{case.get('name', '')}"
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        skipped = case.find("skipped")
+        if problem is not None:
+            failed += 1
+            message = (problem.get("message") or problem.text or "").strip().splitlines()
+            counts.fail(name + (f": {message[0][:200]}" if message else ""))
+        elif skipped is not None or case.get("status") == "notrun" \
+                or case.get("result") == "skipped":
+            why = skipped.get("message", "") if skipped is not None else "not run"
+            counts.skip(name, why)
         else:
-            counts = [0, 1, 0]
-            print(f"{name}: no results at {where}")
-        print(f"  {name:<24} {counts[0]:5d} passed {counts[1]:5d} failed {counts[2]:5d} skipped")
-        for i in range(3):
-            total[i] += counts[i]
+            counts.passes()
+    # pytest reports collection errors as <error> of a <testsuite> with no testcase
+    errors = sum(int(s.get("errors", 0) or 0) for s in root.iter("testsuite"))
+    if cases == 0:
+        counts.fail(f"{test}: {path.name} holds no test case" +
+                    (f" ({errors} errors)" if errors else ""))
+        return cases, 1
+    return cases, failed
+
+
+def count_make_check(where, counts):
+    tests = (where / "tests.txt").read_text().split()
+    if not tests:
+        counts.fail(f"{where.name}: its TESTS list is empty")
+    for test in tests:
+        base = test[:-len(".test")] if test.endswith(".test") else test
+        trs = where / (base + ".trs")
+        xml = where / (base + ".xml")
+        if not trs.is_file():
+            counts.fail(f"{test}: no result (not built, or not run)")
+            continue
+        result = trs_result(trs)
+        if xml.is_file():
+            got = count_xml(xml, test, counts)
+            if got is None:
+                continue
+            cases, failed = got
+            if result in ("FAIL", "ERROR", "XPASS", None) and failed == 0:
+                counts.fail(f"{test}: {result or 'no :test-result:'} although its {cases} cases "
+                            "passed (a crash, a sanitizer or leak report, or a failed check "
+                            "after the cases; see its .log)")
+            elif result == "SKIP":
+                counts.skip(test, "the test exited 77 after writing its XML")
+        elif result == "PASS" or result == "XFAIL":
+            counts.passes()
+        elif result == "SKIP":
+            counts.skip(test, skip_reason(where / (base + ".log")))
+        else:
+            counts.fail(f"{test}: {result or 'no :test-result:'}")
+
+
+def skip_reason(log):
+    """The test's own 'SKIP: why' line, when it printed one."""
+    try:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("SKIP:"):
+                return line[5:].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def count_suite(name, where, counts):
+    if where.is_file():
+        status = where.read_text().strip()
+        if status == "PASS":
+            counts.passes()
+        elif status == "SKIP":
+            counts.skip(name)
+        else:
+            counts.fail(f"{name}: {status or 'no status'}")
+        return
+    if not where.is_dir():
+        counts.fail(f"{name}: no results at {where}")
+        return
+    status_file = where / "exit-status"
+    status = status_file.read_text().strip() if status_file.is_file() else ""
+    before = counts.failed
+    if (where / "tests.txt").is_file():
+        count_make_check(where, counts)
+    else:
+        xmls = sorted(where.glob("*.xml"))
+        if not xmls:
+            counts.fail(f"{name}: no JUnit XML in {where}")
+        for xml in xmls:
+            count_xml(xml, name, counts)
+    if status != "0" and counts.failed == before:
+        counts.fail(f"{name}: exited {status or '(no exit status recorded)'} although no test "
+                    "result failed (a build error, a collection error or a crash of the harness)")
+
+
+def main(argv):
+    ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    expected = load_expected_skips(Path(os.environ.get("PRIMUS_EXPECTED_SKIPS", EXPECTED_SKIPS)))
+    total = [0, 0, 0]
+    notes = []
+    for arg in argv:
+        name, _, where = arg.partition("=")
+        counts = Counts(ci, expected)
+        count_suite(name, Path(where), counts)
+        print(f"  {name:<24} {counts.passed:5d} passed {counts.failed:5d} failed "
+              f"{counts.skipped:5d} skipped")
+        notes += [f"  {name}: {note}" for note in counts.notes]
+        total[0] += counts.passed
+        total[1] += counts.failed
+        total[2] += counts.skipped
+    for note in notes:
+        print(note)
+    if ci:
+        print("CI=true: a skip not listed in tests/expected-skips counts as a failure")
     print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
     return 1 if total[1] else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

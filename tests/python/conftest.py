@@ -1,12 +1,17 @@
 import threading
+import time
 
 import pytest
 
 
-def run_ranks(world_size, body):
+RANK_DEADLINE = 120  # seconds for every rank of run_ranks to finish: a hang guard only
+
+
+def run_ranks(world_size, body, deadline=RANK_DEADLINE):
     """Runs body(rank, agree) on world_size threads, as ranks of one job; agree(ok) is a
     barrier that returns True on every rank only when all passed True. Returns the results by
-    rank, re-raising the first exception."""
+    rank, re-raising the first exception. Ranks still running after `deadline` seconds (a
+    deadlock) fail the test, naming them; the barrier is broken so that the others return."""
     barrier = threading.Barrier(world_size)
     flags = [True] * world_size
     lock = threading.Lock()
@@ -29,11 +34,17 @@ def run_ranks(world_size, body):
         except BaseException as error:  # noqa: BLE001 (reported below)
             errors[rank] = error
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(world_size)]
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(world_size)]
     for t in threads:
         t.start()
+    end = time.monotonic() + deadline
     for t in threads:
-        t.join(60)
+        t.join(max(0.0, end - time.monotonic()))
+    stuck = [rank for rank, t in enumerate(threads) if t.is_alive()]
+    if stuck:
+        barrier.abort()  # ranks waiting in agree() get BrokenBarrierError and end
+        pytest.fail(f"ranks {stuck} of {world_size} did not finish within {deadline} s "
+                    "(a deadlock?)", pytrace=False)
     for error in errors:
         if error is not None:
             raise error
