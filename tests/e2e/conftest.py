@@ -153,6 +153,28 @@ class Testbed:
                 info.setdefault(k, v)
         return info
 
+    def job_ids(self):
+        """Every job slurmctld knows, finished ones included (squeue -t all: a job that was
+        queued and has already failed or completed still shows, for MinJobAge = 60 s). Compare
+        with `new_jobs(before)`: ids only grow, while old jobs drop out of the list."""
+        out = self.root_cmd(["squeue", "-h", "-a", "-t", "all", "-o", "%i"]).stdout
+        return set(out.split())
+
+    def new_jobs(self, before):
+        """Jobs that appeared since `before` (a job_ids() result)."""
+        return self.job_ids() - before
+
+    ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+             "BOOT_FAIL", "DEADLINE", "PREEMPTED")
+
+    def wait_ended(self, jobs, timeout):
+        """Waits until every job has ended (or is gone); returns {job: JobState or 'gone'}."""
+        def states():
+            return {j: self.job(j).get("JobState", "gone") for j in jobs}
+        self.wait_for(lambda: all(s in self.ENDED + ("gone",) for s in states().values()),
+                      timeout, lambda: f"jobs {jobs} to end: {states()}", interval=0.5)
+        return states()
+
     def cancel(self, *jobids):
         ids = [j for j in jobids if j]
         if ids:

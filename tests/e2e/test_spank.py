@@ -30,11 +30,6 @@ def task_envs(out):
     return by_task
 
 
-def job_count(testbed):
-    out = testbed.root_cmd(["squeue", "-h", "-a", "-o", "%i"]).stdout
-    return len(out.split())
-
-
 def check_ranks(by_task, world):
     assert sorted(by_task) == list(range(world)), sorted(by_task)
     secrets = {e["PRIMUS_JOB_SECRET"] for e in by_task.values()}
@@ -84,11 +79,11 @@ def test_a_step_without_primus_is_left_alone(testbed):
 
 
 def test_bad_option_stops_srun_before_anything_runs(testbed):
-    before = job_count(testbed)
+    before = testbed.job_ids()
     res = testbed.user_cmd(["srun", "-n1", "--primus-master-port=99999", "true"], check=False)
     assert res.returncode != 0
     assert "--primus-master-port: expected a port number (1-65535) or 'auto', got '99999'" in res.stderr
-    assert job_count(testbed) == before
+    assert not testbed.new_jobs(before)
 
 
 def test_sbatch_options_reach_the_steps_and_the_batch_step_is_no_rank(testbed):
@@ -99,21 +94,62 @@ def test_sbatch_options_reach_the_steps_and_the_batch_step_is_no_rank(testbed):
                                   "srun -l env\n")
     out_file = testbed.workdir / "job.out"
     job = testbed.sbatch("-o", str(out_file), str(script))
-    testbed.wait_for(lambda: testbed.job(job).get("JobState") in (None, "COMPLETED", "FAILED")
-                     or not testbed.job(job), 60, f"job {job} to end")
-    testbed.wait_for(lambda: "batch RANK" in testbed.read("job.out"), 10, "the job's output")
+    try:
+        states = testbed.wait_ended([job], 180)
+    finally:
+        testbed.cancel(job)
+    assert states[job] in ("COMPLETED", "gone"), states
+    testbed.wait_for(lambda: "batch RANK" in testbed.read("job.out"), 30, "the job's output")
     out = testbed.read("job.out")
     assert "batch RANK=none FW=pytorch" in out, out
     check_ranks(task_envs(out), 4)
 
 
+SECRET_JOB = """#!/bin/sh
+#SBATCH --primus
+#SBATCH -N2 --ntasks-per-node=1
+digest() { printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16; }
+echo "SECRET batch - $(digest)"
+for s in 1 2; do
+  srun sh -c 'echo "SECRET $SLURM_STEP_ID $SLURM_PROCID $(printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16)"'
+done
+"""
+EMPTY_DIGEST = "e3b0c44298fc1c14"  # sha256 of the empty string
+
+
+def test_one_secret_per_job_shared_by_its_steps(testbed):
+    """The secret is made once per job at submission: the batch shell and every task of every
+    step of an sbatch job have the same one, and another job has another (compared by digest,
+    never printed)."""
+    script = testbed.write_script("secret.sh", SECRET_JOB)
+    jobs = [testbed.sbatch("-o", str(testbed.workdir / f"secret-{i}.out"), str(script))
+            for i in range(2)]
+    try:
+        states = testbed.wait_ended(jobs, 180)
+    finally:
+        testbed.cancel(*jobs)
+    assert all(s in ("COMPLETED", "gone") for s in states.values()), states
+    digests = []
+    for i, job in enumerate(jobs):
+        out = testbed.read(f"secret-{i}.out")
+        rows = [line.split()[1:] for line in out.splitlines() if line.startswith("SECRET ")]
+        # two steps of two tasks each, and the batch shell
+        assert sorted((step, task) for step, task, _ in rows) == \
+            [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1"), ("batch", "-")], out
+        found = {digest for _, _, digest in rows}
+        assert len(found) == 1, f"job {job}: the steps do not share one secret: {out}"
+        digests.append(found.pop())
+    assert EMPTY_DIGEST not in digests, digests
+    assert digests[0] != digests[1], "two jobs got the same secret"
+
+
 def test_bad_sbatch_option_queues_nothing(testbed):
-    before = job_count(testbed)
+    before = testbed.job_ids()
     script = testbed.write_script("bad.sh", "#!/bin/sh\n#SBATCH --primus=jax\ntrue\n")
     res = testbed.user_cmd(["sbatch", str(script)], check=False)
     assert res.returncode != 0
     assert "--primus: expected one of pytorch, tensorflow, none, got 'jax'" in res.stderr
-    assert job_count(testbed) == before
+    assert not testbed.new_jobs(before)
 
 
 def test_pytorch_allreduce_over_four_nodes(testbed):

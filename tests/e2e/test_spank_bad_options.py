@@ -29,10 +29,6 @@ CASES = [
 ]
 
 
-def job_ids(testbed):
-    return set(testbed.root_cmd(["squeue", "-h", "-a", "-o", "%i"]).stdout.split())
-
-
 def submit(testbed, command, options, extra_env):
     env = [f"{k}={v}" for k, v in extra_env.items()]
     if command == "srun":
@@ -48,11 +44,11 @@ def submit(testbed, command, options, extra_env):
 @pytest.mark.parametrize("command,options,extra_env,message", CASES,
                          ids=[f"{c[0]}:{' '.join(c[1])}:{','.join(c[2])}" for c in CASES])
 def test_bad_value_is_refused_before_queueing(testbed, command, options, extra_env, message):
-    before = job_ids(testbed)
+    before = testbed.job_ids()
     res = submit(testbed, command, options, extra_env)
     assert res.returncode != 0, res.stdout + res.stderr
     assert message in res.stderr, res.stderr
-    assert job_ids(testbed) == before
+    assert not testbed.new_jobs(before)
 
 
 @contextmanager
@@ -81,13 +77,13 @@ def test_checkpoint_dir_escaping_the_allowed_roots_by_symlink(testbed, command):
     if not link.exists():
         os.symlink("/tmp", link)
     os.chown(allowed, testbed.uid, testbed.gid)
-    before = job_ids(testbed)
+    before = testbed.job_ids()
     with plugstack_arguments(testbed, f"ckpt_roots={allowed}"):
         res = submit(testbed, command, ["--primus", f"--primus-ckpt-dir={link}/ckpt"], {})
-        queued = job_ids(testbed)
+        queued = testbed.new_jobs(before)
         ok = submit(testbed, "srun", ["--primus", f"--primus-ckpt-dir={allowed}/ckpt"], {})
     assert res.returncode != 0, res.stdout + res.stderr
     assert f"--primus-ckpt-dir: '{link}/ckpt' resolves to '/tmp/ckpt'" in res.stderr, res.stderr
     assert "outside the directories this site allows" in res.stderr
-    assert queued == before
+    assert not queued
     assert ok.returncode == 0, ok.stderr

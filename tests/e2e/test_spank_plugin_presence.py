@@ -47,7 +47,7 @@ def test_a_required_plugin_missing_on_the_nodes_fails_the_step_cleanly(testbed):
     log = "".join(p.read_text(errors="replace") for p in (testbed.dir / "log").glob("slurmd*"))
     assert f"Failed to load plugin {missing}" in log
     # slurmstepd refused the step; slurmd lives on and the next step runs.
-    testbed.wait_for(lambda: nodes_idle(testbed), 30, "all nodes idle again")
+    testbed.wait_for(lambda: nodes_idle(testbed), 120, "all nodes idle again")
     ok = testbed.srun("-N4", "-n4", "--primus", "bash", "-c", PROBE)
     assert ok.count("ENV_VERSION=1") == 4, ok
 

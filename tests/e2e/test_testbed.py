@@ -1,5 +1,6 @@
 """The Slurm testbed itself: what the Primus end-to-end tests rely on."""
 
+import os
 import re
 
 NODES = {"n1", "n2", "n3", "n4"}
@@ -35,6 +36,10 @@ def test_status_and_env(e2e):
     env = e2e.parse_env_lines(e2e.run([e2e.script, "env"], timeout=10).stdout)
     assert env.get("SLURM_CONF", "").endswith("/slurm.conf"), env
     assert env["SLURM_CONF"].startswith(env["PRIMUS_TESTBED_DIR"]), env
+    # Slurm read the testbed's mpi.conf: no PMIx direct connections (docs/testbed.md).
+    config = e2e.run(["scontrol", "show", "config"], timeout=30,
+                     env=dict(os.environ, SLURM_CONF=env["SLURM_CONF"])).stdout
+    assert re.search(r"(?m)^PMIxDirectConn\s+= no$", config), config
 
 
 def test_eight_tasks_on_four_nodes_as_unprivileged_user(testbed):
@@ -123,6 +128,7 @@ def test_fake_gpus(testbed):
     assert got == {0: "0,1", 1: "2,3"}, out
 
 
+# Deadlines are hang guards for a loaded 2-core machine (each wait polls for its state).
 # The low job prints its restart count from a step, then sleeps in the batch
 # shell. At preemption Slurm signals the job's steps, not the batch shell, so
 # the job lives through GraceTime (10 s) and is then requeued. (A job that
@@ -148,7 +154,7 @@ def test_preemption_requeues_low_job(testbed):
             "-o", "low.out", "-J", "e2e-low", str(low_script),
         )
         testbed.wait_for(
-            lambda: "RESTART=0" in testbed.read("low.out"), 30,
+            lambda: "RESTART=0" in testbed.read("low.out"), 120,
             lambda: f"low job {low} to run and print RESTART=0: {testbed.job(low)}")
         assert testbed.job(low).get("JobState") == "RUNNING", testbed.job(low)
 
@@ -159,11 +165,11 @@ def test_preemption_requeues_low_job(testbed):
         def requeued():
             j = testbed.job(low)
             return j.get("JobState") == "PENDING" and j.get("Restarts") == "1"
-        testbed.wait_for(requeued, 40,
+        testbed.wait_for(requeued, 120,
                          lambda: f"low job {low} to be preempted and requeued: {testbed.job(low)}")
 
         testbed.wait_for(
-            lambda: testbed.job(high).get("JobState", "gone") in ("COMPLETED", "gone"), 40,
+            lambda: testbed.job(high).get("JobState", "gone") in ("COMPLETED", "gone"), 120,
             lambda: f"high job {high} to run and complete: {testbed.job(high)}")
         high_out = testbed.read("high.out")
         assert {ln.split()[1] for ln in high_out.splitlines() if ln.startswith("HIGH ")} == NODES, high_out
@@ -172,7 +178,7 @@ def test_preemption_requeues_low_job(testbed):
         # A requeued job waits ~120 s (Reason=BeginTime); skip that.
         testbed.root_cmd(["scontrol", "update", f"JobId={low}", "StartTime=now"])
         testbed.wait_for(
-            lambda: "RESTART=1" in testbed.read("low.out"), 40,
+            lambda: "RESTART=1" in testbed.read("low.out"), 120,
             lambda: f"requeued job {low} to run again with SLURM_RESTART_COUNT=1: "
                     f"{testbed.job(low)}; low.out: {testbed.read('low.out')!r}")
         out = testbed.read("low.out")
