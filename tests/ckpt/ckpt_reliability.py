@@ -76,8 +76,13 @@ def environment(traced):
     return env
 
 
-def writer_args(root, first, count=1, extra=()):
-    return [WRITER, root, "--from", str(first), "--count", str(count)] + list(extra)
+def writer_args(root, first, count=1, extra=(), generation=None, repeat=None):
+    args = [WRITER, root, "--from", str(first), "--count", str(count)]
+    if generation is not None:
+        args += ["--generation", str(generation)]
+    if repeat is not None:
+        args += ["--repeat", str(repeat)]
+    return args + list(extra)
 
 
 def run(args, traced=False, env=None):
@@ -98,7 +103,8 @@ def save(root, first, count=1, extra=(), env=None):
 
 
 class Checked:
-    """What crash-check says about one root."""
+    """What crash-check says about one root: its line "STEP LATEST=L GEN=G ok|MISMATCH ROOT"
+    and the exit status of the run that checked it."""
 
     def __init__(self, root, line, rc, stderr):
         self.root = root
@@ -108,32 +114,49 @@ class Checked:
                                 if l.startswith(prefix))
         self.step = None
         self.latest = None
+        self.generation = None
         self.ok = False
-        parts = line.split(" ", 3) if line else []
-        self.valid_output = len(parts) == 4 and parts[1].startswith("LATEST=") and \
-            parts[3] == root
+        parts = line.split(" ", 4) if line else []
+        self.valid_output = len(parts) == 5 and parts[1].startswith("LATEST=") and \
+            parts[2].startswith("GEN=") and parts[4] == root
         if self.valid_output:
             self.step = None if parts[0] == "none" else int(parts[0])
             latest = parts[1][len("LATEST="):]
             self.latest = None if latest == "none" else int(latest)
-            self.ok = parts[2] == "ok"
-        elif not self.stderr:
+            generation = parts[2][len("GEN="):]
+            self.generation = None if generation == "none" else int(generation)
+            self.ok = parts[3] == "ok"
+        if (not self.valid_output and not self.stderr) or (rc != 0 and self.ok):
+            # Nothing about this root in particular: what went wrong is the run's (a sanitizer's
+            # report at exit, say).
             self.stderr = stderr.strip()
 
     def exact(self):
-        return self.valid_output and self.ok
+        """The line says ok, and crash-check exited 0: a leak report or a sanitizer error at
+        exit, after a correct line, is a failure too."""
+        return self.valid_output and self.ok and self.rc == 0
 
     def describe(self):
-        what = "step %s, LATEST %s" % (self.step if self.step is not None else "none",
-                                         self.latest if self.latest is not None else "none")
+        what = "step %s, LATEST %s, generation %s" % (
+            self.step if self.step is not None else "none",
+            self.latest if self.latest is not None else "none",
+            self.generation if self.generation is not None else "none")
         if not self.exact():
             what += " (crash-check exit %d: %s)" % (self.rc, self.stderr[-600:])
         return what
 
 
 def check_all(roots, extra=()):
-    """crash-check over several roots in one process: {root: Checked}."""
+    """crash-check over several roots in one process: {root: Checked}. The exit status is the
+    run's, not a root's: when it is not 0, each root is checked again on its own, so that a
+    failure is charged to the root it belongs to (and to every root when the run itself fails,
+    at exit, say)."""
     result = run([CHECKER] + list(roots) + list(extra))
+    if result.returncode != 0 and len(roots) > 1:
+        checked = {}
+        for root in roots:
+            checked.update(check_all([root], extra))
+        return checked
     lines = result.stdout.split("\n")
     checked = {}
     for i, root in enumerate(roots):

@@ -190,7 +190,8 @@ def test_compressed_checkpoints_shrink_and_any_hdf5_reader_inflates_them(tmp_pat
     h5py = pytest.importorskip("h5py")
     rng = np.random.default_rng(level)
     smooth = np.repeat(np.arange(1 << 16, dtype=np.float32), 16).reshape(-1, 256)  # 4 MiB
-    noise = rng.random((1000, 77), dtype=np.float32)  # does not shrink: stored as it is
+    # Random bits do not shrink: stored as they are (two whole chunks, no zero-padded edge).
+    noise = rng.integers(-2 ** 31, 2 ** 31, size=(2048, 256), dtype=np.int32)
     state = {"smooth": smooth, "noise": noise, "edge": smooth[:1001, :3].copy()}
     checkpoint.save(state, 1, dir=tmp_path, compress=level, chunk_bytes=1 << 20)
     path = tmp_path / "step-000000000001" / "rank-00000.h5"
@@ -199,12 +200,68 @@ def test_compressed_checkpoints_shrink_and_any_hdf5_reader_inflates_them(tmp_pat
         assert f["tensors"]["smooth"].compression == "gzip"
         for name, array in state.items():
             assert np.array_equal(f["tensors"][name][()], array), name
+        # Chunk by chunk: the smooth tensor's are stored deflated (filter mask bit 0 clear,
+        # smaller than a raw chunk), the noise's as they are (bit 0 set: the filter skipped).
+        for name, deflated in (("smooth", True), ("noise", False)):
+            dataset = f["tensors"][name]
+            raw = int(np.prod(dataset.chunks)) * dataset.dtype.itemsize
+            chunks = [dataset.id.get_chunk_info(i) for i in range(dataset.id.get_num_chunks())]
+            assert len(chunks) > 1, name
+            for chunk in chunks:
+                if deflated:
+                    assert chunk.filter_mask & 1 == 0 and chunk.size < raw / 4, (name, chunk)
+                else:
+                    assert chunk.filter_mask & 1 == 1 and chunk.size == raw, (name, chunk)
     restored = checkpoint.load(tmp_path, full_verify=True)
     for name, array in state.items():
         assert np.array_equal(restored.state[name], array), name
     with pytest.raises(checkpoint.CheckpointError, match="compression level 4: expected 0"):
         checkpoint.save(state, 2, dir=tmp_path, compress=4)
     assert checkpoint.latest_step(tmp_path) == 1
+
+
+def test_a_byte_flipped_in_the_second_direct_read_piece_fails_the_load(tmp_path):
+    """24 MiB, unfiltered, in 4 MiB chunks laid back to back: the library reads it straight from
+    the file in 8 MiB pieces. A byte flipped on disk in the second piece (its offset from HDF5's
+    chunk index, as the reader finds it) fails the load and full verification."""
+    h5py = pytest.importorskip("h5py")
+    piece = 8 << 20  # ckpt/rank_file.cpp's kDirectPieceBytes
+    big = np.arange(6 << 20, dtype=np.float32).reshape(6144, 1024)  # exact below 2**24
+    checkpoint.save({"big": big, "small": np.arange(3.0)}, 1, dir=tmp_path)
+    step = tmp_path / "step-000000000001"
+    path = step / "rank-00000.h5"
+    restored = checkpoint.load(tmp_path, full_verify=True)
+    assert np.array_equal(restored.state["big"], big)
+
+    target = piece + piece // 2 + 12345  # a byte of the array inside the second piece
+    with h5py.File(path, "r") as f:
+        dataset = f["tensors"]["big"]
+        assert dataset.compression is None and dataset.chunks[1] == big.shape[1]
+        chunk_bytes = dataset.chunks[0] * big.shape[1] * big.itemsize
+        chunks = sorted((dataset.id.get_chunk_info(i) for i in range(dataset.id.get_num_chunks())),
+                        key=lambda c: c.chunk_offset)
+        # The reader preads the chunks under the first 16 MiB as one run only if they are back
+        # to back in the file.
+        for before, after in zip(chunks, chunks[1:]):
+            if after.chunk_offset[0] * big.shape[1] * big.itemsize >= 2 * piece:
+                break
+            assert after.byte_offset == before.byte_offset + chunk_bytes, (before, after)
+        holder = chunks[target // chunk_bytes]
+        assert holder.chunk_offset[0] * big.shape[1] * big.itemsize == \
+            target // chunk_bytes * chunk_bytes
+        at = holder.byte_offset + target % chunk_bytes
+    data = bytearray(path.read_bytes())
+    assert data[at] == big.tobytes()[target]
+    data[at] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(checkpoint.CorruptCheckpoint,
+                       match="rank-00000.h5: /tensors/big: checksum mismatch"):
+        checkpoint.load(tmp_path)
+    problems = checkpoint.verify(step, full=True)
+    assert len(problems) == 1 and "/tensors/big: checksum mismatch" in problems[0], problems
+    with pytest.warns(RuntimeWarning, match="/tensors/big: checksum mismatch"):
+        assert checkpoint.load(tmp_path, full_verify=True) is None
 
 
 def test_torch_state_dicts_round_trip(tmp_path):

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ckpt_test_util.hpp"
 #include "primus/ckpt.hpp"
@@ -90,41 +94,288 @@ TEST(CkptFiles, SavesCommitsAndLoadsEveryDtype) {
   EXPECT_EQ(ckpt.tensor("empty").global_shape, (Shape{0, 4}));
 }
 
-// Chunks of one row, of part of a row (cut in an inner dimension), with a partial last chunk,
-// and compressed ones: whole reads, row ranges and boxes give back exactly what was written,
-// whichever way the reader takes (straight from the file, or through HDF5 for the filtered).
+// One chunk of a dataset as HDF5 stores it (H5Dget_chunk_info): where it starts in the array,
+// its filter mask, its address in the file and its stored size.
+struct StoredChunk {
+  Shape coord;
+  unsigned filter_mask = 0;
+  haddr_t address = HADDR_UNDEF;
+  hsize_t size = 0;
+};
+
+struct StoredDataset {
+  Shape chunk;      // the chunk shape
+  int filters = 0;  // how many filters the dataset declares
+  std::vector<StoredChunk> chunks;
+};
+
+StoredDataset stored_dataset(const std::filesystem::path& file, const std::string& dataset) {
+  StoredDataset out;
+  const hid_t h5 = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(h5, 0) << file;
+  if (h5 < 0) return out;
+  const hid_t handle = H5Dopen2(h5, dataset.c_str(), H5P_DEFAULT);
+  EXPECT_GE(handle, 0) << dataset;
+  if (handle >= 0) {
+    const hid_t dcpl = H5Dget_create_plist(handle);
+    const hid_t space = H5Dget_space(handle);
+    const int rank = H5Sget_simple_extent_ndims(space);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, dims.data()) == rank) {
+      out.chunk.assign(dims.begin(), dims.end());
+      out.filters = H5Pget_nfilters(dcpl);
+      hsize_t count = 0;
+      EXPECT_GE(H5Dget_num_chunks(handle, space, &count), 0);
+      for (hsize_t i = 0; i < count; ++i) {
+        std::vector<hsize_t> coord(dims.size());
+        StoredChunk chunk;
+        EXPECT_GE(H5Dget_chunk_info(handle, space, i, coord.data(), &chunk.filter_mask,
+                                    &chunk.address, &chunk.size),
+                  0);
+        chunk.coord.assign(coord.begin(), coord.end());
+        out.chunks.push_back(chunk);
+      }
+    }
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    H5Dclose(handle);
+  }
+  H5Fclose(h5);
+  return out;
+}
+
+// The box [offset, offset + box) of a row-major array of `shape`, element by element.
+std::vector<std::uint8_t> box_of(const std::vector<std::uint8_t>& array, const Shape& shape,
+                                 std::size_t element, const Shape& offset, const Shape& box) {
+  std::vector<std::uint8_t> out;
+  const std::uint64_t count = element_count(box);
+  Shape index(box.size(), 0);  // within the box
+  for (std::uint64_t n = 0; n < count; ++n) {
+    std::uint64_t flat = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      flat = flat * shape[d] + offset[d] + index[d];
+    out.insert(out.end(), array.begin() + static_cast<long>(flat * element),
+               array.begin() + static_cast<long>((flat + 1) * element));
+    for (std::size_t d = box.size(); d-- > 0;) {
+      if (++index[d] < box[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+// Boxes of a tensor of `shape`: a single element at each corner, one that leaves a margin in
+// every dimension (so it starts and ends inside chunks), one that is whole in all but the last
+// dimension, and one that is whole in the first only.
+std::vector<std::pair<Shape, Shape>> boxes_of(const Shape& shape) {
+  std::vector<std::pair<Shape, Shape>> boxes;
+  const std::size_t n = shape.size();
+  Shape last(n);
+  for (std::size_t d = 0; d < n; ++d)
+    last[d] = shape[d] - 1;
+  boxes.push_back({Shape(n, 0), Shape(n, 1)});
+  boxes.push_back({last, Shape(n, 1)});
+  Shape inner_offset(n);
+  Shape inner_box(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    inner_offset[d] = shape[d] >= 3 ? 1 : 0;
+    inner_box[d] = shape[d] - inner_offset[d] - (shape[d] >= 3 ? 1 : 0);
+  }
+  boxes.push_back({inner_offset, inner_box});
+  Shape most = shape;
+  Shape most_offset(n, 0);
+  most_offset[n - 1] = shape[n - 1] / 2;
+  most[n - 1] = shape[n - 1] - most_offset[n - 1];
+  boxes.push_back({most_offset, most});
+  if (n > 1) {
+    Shape first = Shape(n, 1);
+    first[0] = shape[0];
+    Shape first_offset = last;
+    first_offset[0] = 0;
+    boxes.push_back({first_offset, first});
+  }
+  return boxes;
+}
+
+// Chunks of one row, of several rows with a partial last chunk, of part of a row (cut in an inner
+// dimension) with a partial chunk at each row's end, and the same compressed: whole reads, the
+// last row and boxes of every one give back exactly what was written, whichever way the reader
+// takes (straight from the file, or through HDF5 for the filtered). The compressed save holds
+// compressible tensors (small integers as float64: mostly zero bytes) and incompressible ones,
+// and some chunks must really be stored deflated, others as they are (filter mask bit 0).
 TEST(CkptFiles, ReadsBackEveryChunkLayoutExactly) {
+  struct Layout {
+    Shape shape;
+    Shape chunk;  // what chunk_shape() makes of it for 24-byte chunks of float64
+    bool compressible;
+  };
+  const std::vector<Layout> layouts = {
+      {{4, 3}, {1, 3}, true},         // one row per chunk
+      {{8, 1}, {3, 1}, false},        // three rows per chunk, the last one partial
+      {{7, 5}, {1, 3}, true},         // a chunk inside a row, partial at each row's end
+      {{3, 4, 5}, {1, 1, 3}, false},  // cut in the last of three dimensions
+      {{1, 1, 13}, {1, 1, 3}, true},  // the last chunk partial
+      {{9}, {3}, false},              // one dimension, whole chunks
+      {{2, 1, 7}, {1, 1, 3}, true},
+  };
+  constexpr std::size_t kElement = 8;
   for (const int deflate : {0, 1}) {
     TempDir dir;
     WriteOptions options;
     options.chunk_bytes = 24;
     options.deflate_level = deflate;
     RankWriter writer(dir.path(), 1, 0, 1, options);
-    const std::vector<Shape> shapes = {{7, 5}, {3, 4, 5}, {1, 1, 13}, {9}, {2, 1, 7}};
     std::vector<std::vector<std::uint8_t>> payloads;
-    for (std::size_t t = 0; t < shapes.size(); ++t) {
-      std::vector<std::uint8_t> bytes(element_count(shapes[t]) * 8);
-      for (std::size_t i = 0; i < bytes.size(); ++i)
-        bytes[i] = static_cast<std::uint8_t>(i * 131 + t);
+    for (std::size_t t = 0; t < layouts.size(); ++t) {
+      const std::uint64_t count = element_count(layouts[t].shape);
+      std::vector<std::uint8_t> bytes(count * kElement);
+      for (std::uint64_t e = 0; e < count; ++e) {
+        if (layouts[t].compressible) {
+          const double value = static_cast<double>(e + 1 + 100 * t);  // distinct, mostly zeros
+          std::memcpy(bytes.data() + e * kElement, &value, kElement);
+        } else {
+          for (std::size_t b = 0; b < kElement; ++b)
+            bytes[e * kElement + b] = static_cast<std::uint8_t>((e * kElement + b) * 131 + t);
+        }
+      }
       writer.add_tensor(
-          {"t" + std::to_string(t), DType::kFloat64, shapes[t], bytes.data(), {}, {}});
+          {"t" + std::to_string(t), DType::kFloat64, layouts[t].shape, bytes.data(), {}, {}});
       payloads.push_back(std::move(bytes));
     }
     writer.finish();
     commit(dir.path(), 1, 1);
+    const auto rank_file = dir.path() / "step-000000000001" / "rank-00000.h5";
+
+    // The layouts are the ones named above, and compression happened where it could.
+    int deflated = 0;
+    int stored_as_is = 0;
+    for (std::size_t t = 0; t < layouts.size(); ++t) {
+      const StoredDataset stored = stored_dataset(rank_file, "/tensors/t" + std::to_string(t));
+      EXPECT_EQ(stored.chunk, layouts[t].chunk) << "t" << t;
+      EXPECT_EQ(stored.filters, deflate) << "t" << t;
+      const std::uint64_t raw = element_count(layouts[t].chunk) * kElement;
+      for (const StoredChunk& chunk : stored.chunks) {
+        if (deflate == 0) {
+          EXPECT_EQ(chunk.filter_mask, 0U);
+          EXPECT_EQ(chunk.size, raw);
+        } else if ((chunk.filter_mask & 1U) == 0) {
+          EXPECT_LT(chunk.size, raw) << "t" << t << ": a deflated chunk that did not shrink";
+          ++deflated;
+        } else {
+          EXPECT_EQ(chunk.size, raw) << "t" << t;
+          ++stored_as_is;
+        }
+      }
+    }
+    if (deflate != 0) {
+      EXPECT_GT(deflated, 0) << "no chunk was stored compressed";
+      EXPECT_GT(stored_as_is, 0) << "no chunk was stored as it is (filter skipped)";
+    }
+
     EXPECT_TRUE(verify_problems(dir.path() / "step-000000000001", Verify::kFull).empty());
     const auto loaded = load_latest(dir.path(), Verify::kFull);
     ASSERT_TRUE(loaded);
-    for (std::size_t t = 0; t < shapes.size(); ++t) {
+    for (std::size_t t = 0; t < layouts.size(); ++t) {
       const std::string name = "t" + std::to_string(t);
-      EXPECT_EQ(loaded->checkpoint.read(name), payloads[t]) << name << " deflate " << deflate;
-      const std::uint64_t row = payloads[t].size() / shapes[t][0];
-      const auto tail = loaded->checkpoint.read_rows(name, shapes[t][0] - 1, shapes[t][0]);
+      const Shape& shape = layouts[t].shape;
+      const std::string where = name + " deflate " + std::to_string(deflate);
+      EXPECT_EQ(loaded->checkpoint.read(name), payloads[t]) << where;
+      const std::uint64_t row = payloads[t].size() / shape[0];
+      const auto tail = loaded->checkpoint.read_rows(name, shape[0] - 1, shape[0]);
       EXPECT_EQ(tail, std::vector<std::uint8_t>(payloads[t].end() - static_cast<long>(row),
                                                 payloads[t].end()))
-          << name;
+          << where;
+      for (const auto& [offset, box] : boxes_of(shape)) {
+        std::string text;
+        for (std::size_t d = 0; d < shape.size(); ++d)
+          text += (d ? "," : "") + std::to_string(offset[d]) + "+" + std::to_string(box[d]);
+        EXPECT_EQ(loaded->checkpoint.read(name, offset, box),
+                  box_of(payloads[t], shape, kElement, offset, box))
+            << where << " box [" << text << "]";
+      }
     }
   }
+}
+
+// A tensor larger than two of the direct reader's 8 MiB pieces (unfiltered, 4 MiB chunks laid
+// out back to back, so one pread run): a byte flipped on disk in the second piece (found through
+// HDF5's chunk index, as the reader finds its data) fails the read and full verification with a
+// checksum mismatch naming the file and dataset; the undamaged copy read back exactly.
+TEST(CkptFiles, AByteFlippedInTheSecondDirectReadPieceIsCaught) {
+  // ckpt/rank_file.cpp's kDirectPieceBytes.
+  constexpr std::uint64_t kPiece = std::uint64_t{8} << 20;
+  const Shape shape = {6144, 1024};  // 24 MiB of float32
+  std::vector<float> values(element_count(shape));
+  std::iota(values.begin(), values.end(), 0.0F);  // exact below 2^24
+  const std::vector<float> small = {1, 2, 3};
+  TempDir dir;
+  {
+    RankWriter writer(dir.path(), 1, 0, 1);  // default options: 4 MiB chunks, no filter
+    writer.add_tensor({"big", DType::kFloat32, shape, values.data(), {}, {}});
+    writer.add_tensor({"small", DType::kFloat32, {3}, small.data(), {}, {}});
+    writer.finish();
+  }
+  commit(dir.path(), 1, 1);
+  const auto step_dir = dir.path() / "step-000000000001";
+  const auto rank_file = step_dir / "rank-00000.h5";
+  const std::uint64_t bytes = values.size() * sizeof(float);
+  ASSERT_GE(bytes, std::uint64_t{20} << 20);
+  {
+    const Checkpoint clean = Checkpoint::open(step_dir, Verify::kFull);
+    const std::vector<std::uint8_t> back = clean.read("big");
+    ASSERT_EQ(back.size(), bytes);
+    EXPECT_EQ(std::memcmp(back.data(), values.data(), bytes), 0);
+  }
+
+  // Where the array's bytes lie in the file: chunks of whole rows, in row order.
+  const StoredDataset stored = stored_dataset(rank_file, "/tensors/big");
+  ASSERT_EQ(stored.filters, 0);
+  ASSERT_EQ(stored.chunk.size(), 2U);
+  ASSERT_EQ(stored.chunk[1], shape[1]);
+  const std::uint64_t chunk_bytes = stored.chunk[0] * shape[1] * sizeof(float);
+  ASSERT_EQ(stored.chunks.size(), (bytes + chunk_bytes - 1) / chunk_bytes);
+  std::vector<StoredChunk> chunks = stored.chunks;
+  std::sort(chunks.begin(), chunks.end(),
+            [](const StoredChunk& a, const StoredChunk& b) { return a.coord[0] < b.coord[0]; });
+  // The reader merges chunks that lie back to back in the file into one run and preads each run
+  // in 8 MiB pieces: the first two pieces are one run only if the chunks under them are.
+  for (std::size_t i = 0; i + 1 < chunks.size() && (i + 1) * chunk_bytes < 2 * kPiece; ++i) {
+    ASSERT_EQ(chunks[i + 1].address, chunks[i].address + chunk_bytes)
+        << "chunk " << i + 1 << " does not follow chunk " << i
+        << " in the file: the second 8 MiB piece is not where this test looks";
+  }
+  const std::uint64_t target = kPiece + kPiece / 2 + 12345;  // inside the second piece
+  const StoredChunk& holder = chunks[target / chunk_bytes];
+  ASSERT_EQ(holder.coord[0] * shape[1] * sizeof(float), target / chunk_bytes * chunk_bytes);
+  const std::uint64_t at = holder.address + target % chunk_bytes;
+  {
+    // The byte there is the array's: the copy on disk is as written.
+    const std::string file = testing::read_bytes(rank_file);
+    ASSERT_LT(at, file.size());
+    EXPECT_EQ(static_cast<unsigned char>(file[at]),
+              reinterpret_cast<const unsigned char*>(values.data())[target]);
+  }
+  testing::flip_byte(rank_file, static_cast<std::size_t>(at));
+
+  const Checkpoint damaged = Checkpoint::open(step_dir, Verify::kQuick);  // sizes still agree
+  try {
+    damaged.read("big");
+    ADD_FAILURE() << "a byte flipped in the second 8 MiB piece went unnoticed";
+  } catch (const CorruptCheckpoint& e) {
+    EXPECT_NE(std::string(e.what()).find("rank-00000.h5: /tensors/big: checksum mismatch"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(damaged.read_rows("big", 2048, 4096), CorruptCheckpoint);  // the piece's rows
+  EXPECT_EQ(as_floats(damaged.read("small")), small);  // the rest of the file is fine
+  const auto problems = verify_problems(step_dir, Verify::kFull);
+  ASSERT_EQ(problems.size(), 1U);
+  EXPECT_NE(problems[0].find("rank-00000.h5: /tensors/big: checksum mismatch"), std::string::npos)
+      << problems[0];
+  std::vector<std::string> skipped;
+  EXPECT_FALSE(load_latest(dir.path(), Verify::kFull, &skipped));
+  ASSERT_EQ(skipped.size(), 1U);
+  EXPECT_NE(skipped[0].find("/tensors/big"), std::string::npos) << skipped[0];
 }
 
 TEST(CkptFiles, LoadsIntoAnotherWorldSize) {
