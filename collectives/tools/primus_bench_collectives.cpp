@@ -139,10 +139,63 @@ Settings parse(int argc, char** argv) {
   return s;
 }
 
-// Values every rank can predict: small integers, exact in every dtype and in any sum order.
-double pattern(int rank, std::size_t i) {
-  return static_cast<double>((i * 3 + static_cast<std::size_t>(rank) * 5) % 7);
+// The largest L such that every integer from 0 to L is exact in the dtype (int64: in the
+// double that the check computes with).
+double exact_limit(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+    case DType::kInt64:
+      return 0x1p53;
+    case DType::kFloat32:
+      return 0x1p24;
+    case DType::kFloat16:
+      return 2048;
+    case DType::kBFloat16:
+      return 256;
+    case DType::kInt32:
+      return 2147483647.0;
+    case DType::kUInt8:
+      return 255;
+  }
+  return 0;
 }
+
+// The input values, which every rank can predict and which differ from rank to rank: element
+// i of a rank is the digit (i mod digits) of the rank in base `base`, plus i, modulo base, so
+// that two ranks differ in every element where their digits differ; with base >= ranks (all
+// but a sum of bfloat16 over more than 16 ranks) in every element. The base keeps every result
+// exact in any order of the reduction: a sum of n values below base is at most the dtype's
+// exact limit (uint8 wraps as the reduction does); a product multiplies 1s and 2s (powers of
+// two); max, min, broadcast and allgather only need values the dtype holds.
+struct Pattern {
+  std::uint64_t base = 2;
+  std::size_t digits = 1;
+  bool powers_of_two = false;
+
+  Pattern(const std::string& op, DType dtype, ReduceOp redop, int ranks) {
+    const bool reduces = op == "allreduce" || op == "reduce_scatter";
+    const double limit = exact_limit(dtype);
+    if (reduces && redop == ReduceOp::kProd) {
+      powers_of_two = true;
+    } else if (reduces && redop == ReduceOp::kSum && dtype != DType::kUInt8) {
+      base = std::max<std::uint64_t>(
+          2, static_cast<std::uint64_t>(std::floor(limit / static_cast<double>(ranks))) + 1);
+    } else {
+      base = static_cast<std::uint64_t>(std::min(limit, 0x1p20)) + 1;
+    }
+    for (auto largest = static_cast<std::uint64_t>(std::max(ranks - 1, 0)); largest >= base;
+         largest /= base)
+      ++digits;
+  }
+
+  double operator()(int rank, std::size_t i) const {
+    auto digit = static_cast<std::uint64_t>(rank);
+    for (std::size_t position = i % digits; position > 0; --position)
+      digit /= base;
+    const std::uint64_t value = (digit % base + i % base) % base;
+    return powers_of_two ? 1.0 + static_cast<double>(value) : static_cast<double>(value);
+  }
+};
 
 void put(DType dtype, std::vector<std::uint8_t>& buffer, std::size_t i, double value) {
   std::uint8_t* at = buffer.data() + i * primus::coll::dtype_size(dtype);
@@ -197,7 +250,7 @@ double get(DType dtype, const std::vector<std::uint8_t>& buffer, std::size_t i) 
   return 0;
 }
 
-double expected_reduction(ReduceOp op, int size, std::size_t i) {
+double expected_reduction(const Pattern& pattern, ReduceOp op, int size, std::size_t i) {
   double value = pattern(0, i);
   for (int r = 1; r < size; ++r) {
     const double x = pattern(r, i);
@@ -224,7 +277,7 @@ struct Result {
   long wrong = 0;
 };
 
-Result run_size(Communicator& comm, const Settings& s, std::size_t count) {
+Result run_size(Communicator& comm, const Settings& s, const Pattern& pattern, std::size_t count) {
   const int n = comm.size();
   const std::size_t element = primus::coll::dtype_size(s.dtype);
   std::vector<std::uint8_t> in(count * element *
@@ -266,13 +319,14 @@ Result run_size(Communicator& comm, const Settings& s, std::size_t count) {
       double want = 0;
       double got = 0;
       if (s.op == "allreduce") {
-        want = expected_reduction(s.redop, n, i);
+        want = expected_reduction(pattern, s.redop, n, i);
         got = get(s.dtype, in, i);
       } else if (s.op == "broadcast") {
         want = pattern(0, i);
         got = get(s.dtype, in, i);
       } else if (s.op == "reduce_scatter") {
-        want = expected_reduction(s.redop, n, static_cast<std::size_t>(comm.rank()) * count + i);
+        want = expected_reduction(pattern, s.redop, n,
+                                  static_cast<std::size_t>(comm.rank()) * count + i);
         got = get(s.dtype, out, i);
       } else if (s.op == "allgather") {
         for (int r = 0; r < n; ++r) {
@@ -333,9 +387,10 @@ int main(int argc, char** argv) {
     else if (s.op == "allgather" || s.op == "reduce_scatter")
       factor = static_cast<double>(n - 1) / n;
     long total_wrong = 0;
+    const Pattern pattern(s.op, s.dtype, s.redop, n);
     for (std::size_t bytes = s.min_bytes; bytes <= s.max_bytes; bytes *= s.factor) {
       const std::size_t count = std::max<std::size_t>(1, bytes / element);
-      const Result r = run_size(*comm, s, count);
+      const Result r = run_size(*comm, s, pattern, count);
       total_wrong += r.wrong;
       // allgather: the message is what each rank ends with (n blocks), as nccl-tests counts it.
       const double moved = static_cast<double>(count * element) *

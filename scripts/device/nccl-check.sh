@@ -7,6 +7,12 @@
 #   exchange-fork    the same over a socketpair (also where OpenSSL's headers are missing)
 #   init-timeout     a 2-rank NCCL init whose rank 1 never comes: aborted by the watchdog
 #   op-timeout       a collective held back on the GPU: aborted at the timeout, later calls throw
+#   two-ranks-tcp    no GPU: the host reference of two-ranks against the TCP backend, and
+#                    backends that confuse dtypes or ops are noticed
+#   two-ranks        a 2-rank NCCL communicator in two processes: every collective, dtype and op
+#                    against the host reference, bit for bit (one GPU per rank where there are
+#                    two; on one GPU both ranks as two NCCL hosts: NCCL_HOSTID per rank,
+#                    NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1; a FAIL line says when neither works)
 # Prints PASS/FAIL lines and exits non-zero on any failure.
 #
 # Usage (from anywhere; works on the repository it sits in):
@@ -107,11 +113,13 @@ sources=(
 defines=()
 libs=()
 if [ $have_openssl = yes ]; then
-  sources+=(collectives/handshake.cpp collectives/authenticated.cpp collectives/tcp_store.cpp)
+  sources+=(collectives/handshake.cpp collectives/authenticated.cpp collectives/tcp_store.cpp
+    collectives/tcp_communicator.cpp)
   libs+=("${CRYPTO[@]}")
 else
   defines+=(-DNCCL_CHECK_NO_TCP_STORE)
-  say "info: no OpenSSL headers: the TCP store step is left out (exchange-fork still runs)"
+  say "info: no OpenSSL headers: the TCP store and two-ranks-tcp steps are left out" \
+    "(exchange-fork and two-ranks still run)"
 fi
 
 CXXFLAGS=(-std=c++17 -O2 -g -Wall -Wextra -I"$ROOT/include" -I"$ROOT/collectives"
@@ -191,6 +199,12 @@ else
 fi
 
 run_step exchange-fork 60 exchange-fork
+if [ $have_openssl = yes ]; then
+  run_step two-ranks-tcp 120 two-ranks-tcp
+else
+  say "SKIP two-ranks-tcp: no OpenSSL headers here"
+fi
+run_step two-ranks 300 two-ranks
 run_step init-timeout 60 init-timeout 3000
 run_step op-timeout 60 op-timeout 2000
 finish

@@ -12,6 +12,18 @@
 //   exchange-tcp RANK PORT  exchange_nccl_unique_id over a 2-rank TCP store on 127.0.0.1:PORT
 //                           (secret: PRIMUS_JOB_SECRET); rank 0 makes a real NCCL unique id
 //   exchange-fork           the same between two processes over a socketpair (no TCP store)
+//   two-ranks               a 2-rank NCCL communicator in two processes (joined by a
+//                           socketpair): allreduce and reduce_scatter of every dtype with every
+//                           op, broadcast from rank 1 and allgather, each result compared bit
+//                           for bit with a reference computed on the host, with inputs that make
+//                           a float16/bfloat16, int32/float32 or int8/uint8 confusion or a wrong
+//                           op show. One GPU per rank where there are two; on a one-GPU machine
+//                           both ranks on device 0 as two NCCL hosts (NCCL_HOSTID per rank,
+//                           NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1: NCCL refuses two ranks on one
+//                           GPU of one host); where that fails too, the FAIL line says so
+//   two-ranks-tcp           no GPU: the same check over the TCP backend (the host reference
+//                           agrees with it), and against backends that confuse float16 with
+//                           bfloat16, float32 with int32 or max with sum (the check notices)
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <sys/socket.h>
@@ -20,11 +32,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,12 +49,14 @@
 #include "nccl/nccl_communicator.hpp"
 #include "primus/collectives.hpp"
 #include "primus/collectives/nccl.hpp"
+#include "reduce.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using primus::coll::Bootstrap;
 using primus::coll::CollectiveError;
+using primus::coll::Communicator;
 using primus::coll::DType;
 using primus::coll::NcclOptions;
 using primus::coll::PeerFailure;
@@ -431,6 +449,465 @@ int step_exchange_fork() {
   return rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+// ---------------------------------------------------------------- two ranks, host reference
+
+const DType kDtypes[] = {DType::kFloat64, DType::kFloat32, DType::kFloat16, DType::kBFloat16,
+                         DType::kInt32,   DType::kInt64,   DType::kUInt8};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd};
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+void put(std::uint8_t* at, T value) {
+  std::memcpy(at, &value, sizeof value);
+}
+template <typename T>
+T take(const std::uint8_t* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
+// `count` elements of rank `rank`'s input, as bytes. Floats are +-(1 + j/8) * 2^e, j in
+// [0, 8), e in [-3, 3]: exact in every float dtype, never zero or NaN, the product of two exact
+// even in bfloat16, the sum of two rounded at most once. Integers are random bits: mixed signs
+// (so that max and min of an int32 read as float32 differ), wrapping sums and products, uint8
+// values above 127 (an int8 would order them otherwise).
+std::vector<std::uint8_t> inputs(DType dtype, int rank, std::size_t count) {
+  const std::size_t size = primus::coll::dtype_size(dtype);
+  std::vector<std::uint8_t> out(count * size);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t bits = mix((static_cast<std::uint64_t>(dtype) << 48) ^
+                                   (static_cast<std::uint64_t>(rank) << 40) ^ i);
+    const double magnitude = std::ldexp(1.0 + static_cast<double>(bits & 7) / 8.0,
+                                        static_cast<int>((bits >> 3) % 7) - 3);
+    const double value = ((bits >> 6) & 1) != 0 ? -magnitude : magnitude;
+    std::uint8_t* at = out.data() + i * size;
+    switch (dtype) {
+      case DType::kFloat64:
+        put(at, value);
+        break;
+      case DType::kFloat32:
+        put(at, static_cast<float>(value));
+        break;
+      case DType::kFloat16:
+        put(at, primus::coll::float_to_half(static_cast<float>(value)));
+        break;
+      case DType::kBFloat16:
+        put(at, primus::coll::float_to_bfloat16(static_cast<float>(value)));
+        break;
+      case DType::kInt32:
+        put(at, static_cast<std::uint32_t>(bits >> 8));
+        break;
+      case DType::kInt64:
+        put(at, bits);
+        break;
+      case DType::kUInt8:
+        put(at, static_cast<std::uint8_t>(bits >> 16));
+        break;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+T apply(ReduceOp op, T a, T b) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return static_cast<T>(a + b);
+    case ReduceOp::kProd:
+      return static_cast<T>(a * b);
+    case ReduceOp::kMax:
+      return a < b ? b : a;
+    case ReduceOp::kMin:
+      return b < a ? b : a;
+  }
+  return a;
+}
+
+// Integers: sums and products wrap (computed unsigned), max and min compare as `Signed`.
+template <typename Signed, typename Unsigned>
+void apply_integer(ReduceOp op, const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* out) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kProd) {
+    put(out, apply(op, take<Unsigned>(a), take<Unsigned>(b)));
+  } else {
+    put(out, apply(op, take<Signed>(a), take<Signed>(b)));
+  }
+}
+
+// The reduction of one element of two ranks as NCCL computes it: float32 and float64 in their
+// own precision; float16 and bfloat16 through float32, rounded to nearest even (the exact
+// result rounded once, which the inputs above make the same in any way of computing it).
+void reference(DType dtype, ReduceOp op, const std::uint8_t* a, const std::uint8_t* b,
+               std::uint8_t* out) {
+  using primus::coll::bfloat16_to_float;
+  using primus::coll::float_to_bfloat16;
+  using primus::coll::float_to_half;
+  using primus::coll::half_to_float;
+  switch (dtype) {
+    case DType::kFloat64:
+      put(out, apply(op, take<double>(a), take<double>(b)));
+      break;
+    case DType::kFloat32:
+      put(out, apply(op, take<float>(a), take<float>(b)));
+      break;
+    case DType::kFloat16:
+      put(out, float_to_half(apply(op, half_to_float(take<std::uint16_t>(a)),
+                                   half_to_float(take<std::uint16_t>(b)))));
+      break;
+    case DType::kBFloat16:
+      put(out, float_to_bfloat16(apply(op, bfloat16_to_float(take<std::uint16_t>(a)),
+                                       bfloat16_to_float(take<std::uint16_t>(b)))));
+      break;
+    case DType::kInt32:
+      apply_integer<std::int32_t, std::uint32_t>(op, a, b, out);
+      break;
+    case DType::kInt64:
+      apply_integer<std::int64_t, std::uint64_t>(op, a, b, out);
+      break;
+    case DType::kUInt8:
+      apply_integer<std::uint8_t, std::uint8_t>(op, a, b, out);
+      break;
+  }
+}
+
+std::string hex(const std::uint8_t* at, std::size_t bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text = "0x";
+  for (std::size_t k = bytes; k > 0; --k) {  // little-endian: most significant byte last
+    text += digits[at[k - 1] >> 4];
+    text += digits[at[k - 1] & 15];
+  }
+  return text;
+}
+
+// Where the collectives' buffers live: device memory for NCCL, host memory for the TCP
+// backend.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  virtual std::shared_ptr<void> make(std::size_t bytes) = 0;
+  virtual void upload(void* to, const std::vector<std::uint8_t>& from) = 0;
+  virtual std::vector<std::uint8_t> download(const void* from, std::size_t bytes) = 0;
+};
+
+class DeviceMemory final : public Memory {
+ public:
+  std::shared_ptr<void> make(std::size_t bytes) override {
+    void* pointer = nullptr;
+    cuda_ok(cudaMalloc(&pointer, bytes == 0 ? 1 : bytes), "cudaMalloc");
+    return {pointer, [](void* p) { cudaFree(p); }};
+  }
+  void upload(void* to, const std::vector<std::uint8_t>& from) override {
+    cuda_ok(cudaMemcpy(to, from.data(), from.size(), cudaMemcpyHostToDevice), "upload");
+  }
+  std::vector<std::uint8_t> download(const void* from, std::size_t bytes) override {
+    std::vector<std::uint8_t> out(bytes);
+    cuda_ok(cudaMemcpy(out.data(), from, bytes, cudaMemcpyDeviceToHost), "download");
+    return out;
+  }
+};
+
+class HostMemory final : public Memory {
+ public:
+  std::shared_ptr<void> make(std::size_t bytes) override {
+    return {new std::uint8_t[bytes == 0 ? 1 : bytes](),
+            [](void* p) { delete[] static_cast<std::uint8_t*>(p); }};
+  }
+  void upload(void* to, const std::vector<std::uint8_t>& from) override {
+    std::memcpy(to, from.data(), from.size());
+  }
+  std::vector<std::uint8_t> download(const void* from, std::size_t bytes) override {
+    const auto* p = static_cast<const std::uint8_t*>(from);
+    return {p, p + bytes};
+  }
+};
+
+std::string name_of(const char* collective, DType dtype, std::optional<ReduceOp> op) {
+  std::string name = std::string(collective) + " " + std::string(primus::coll::to_string(dtype));
+  if (op) name += " " + std::string(primus::coll::to_string(*op));
+  return name;
+}
+
+// Every collective of `comm` (2 ranks) against the host reference; the wrong ones, each as
+// "allreduce float16 sum: element 3 is 0x..., expected 0x..." (empty: all right).
+std::vector<std::string> check_against_reference(Communicator& comm, Memory& memory) {
+  constexpr std::size_t kCount = 1000;  // elements per rank's block
+  const int rank = comm.rank();
+  std::vector<std::string> wrong;
+  auto compare = [&](const std::string& what, const std::vector<std::uint8_t>& got,
+                     const std::vector<std::uint8_t>& want, std::size_t size) {
+    for (std::size_t i = 0; i * size < want.size(); ++i) {
+      if (std::memcmp(got.data() + i * size, want.data() + i * size, size) != 0) {
+        wrong.push_back(what + ": element " + std::to_string(i) + " is " +
+                        hex(got.data() + i * size, size) + ", expected " +
+                        hex(want.data() + i * size, size));
+        return;
+      }
+    }
+  };
+  for (const DType dtype : kDtypes) {
+    const std::size_t size = primus::coll::dtype_size(dtype);
+    const std::vector<std::uint8_t> in[2] = {inputs(dtype, 0, 2 * kCount),
+                                             inputs(dtype, 1, 2 * kCount)};
+    const std::vector<std::uint8_t>& mine = in[rank];
+    const std::size_t block = kCount * size;
+    // A rank's first block (its input to allreduce, broadcast and allgather).
+    const std::vector<std::uint8_t> firsts[2] = {{in[0].data(), in[0].data() + block},
+                                                 {in[1].data(), in[1].data() + block}};
+    const std::vector<std::uint8_t>& first = firsts[rank];
+    for (const ReduceOp op : kOps) {
+      // allreduce, in place, over kCount elements.
+      std::vector<std::uint8_t> want(kCount * size);
+      for (std::size_t i = 0; i < kCount; ++i)
+        reference(dtype, op, &in[0][i * size], &in[1][i * size], &want[i * size]);
+      auto data = memory.make(kCount * size);
+      memory.upload(data.get(), first);
+      comm.allreduce(data.get(), kCount, dtype, op);
+      compare(name_of("allreduce", dtype, op), memory.download(data.get(), want.size()), want,
+              size);
+      // reduce_scatter: rank r ends with the reduction of both ranks' block r.
+      const std::size_t base = static_cast<std::size_t>(rank) * kCount;
+      for (std::size_t i = 0; i < kCount; ++i) {
+        reference(dtype, op, &in[0][(base + i) * size], &in[1][(base + i) * size], &want[i * size]);
+      }
+      auto send = memory.make(2 * kCount * size);
+      auto recv = memory.make(kCount * size);
+      memory.upload(send.get(), mine);
+      comm.reduce_scatter(send.get(), recv.get(), kCount, dtype, op);
+      compare(name_of("reduce_scatter", dtype, op), memory.download(recv.get(), want.size()), want,
+              size);
+    }
+    // broadcast from rank 1: every rank ends with rank 1's first block.
+    auto data = memory.make(kCount * size);
+    memory.upload(data.get(), first);
+    comm.broadcast(data.get(), kCount, dtype, 1);
+    compare(name_of("broadcast", dtype, std::nullopt), memory.download(data.get(), block),
+            firsts[1], size);
+    // allgather of each rank's first block: rank 0's, then rank 1's.
+    auto gathered = memory.make(2 * kCount * size);
+    memory.upload(data.get(), first);
+    comm.allgather(data.get(), gathered.get(), kCount, dtype);
+    std::vector<std::uint8_t> want = firsts[0];
+    want.insert(want.end(), firsts[1].begin(), firsts[1].end());
+    compare(name_of("allgather", dtype, std::nullopt),
+            memory.download(gathered.get(), 2 * kCount * size), want, size);
+  }
+  comm.barrier();
+  return wrong;
+}
+
+// Runs body(rank, bootstrap) in two processes joined by a socketpair (PairBootstrap), each
+// printing its own PASS/FAIL lines; 0 when both exit with 0. Nothing here touches CUDA before
+// the fork: each process initializes its own.
+int on_two_processes(const std::string& step, const std::function<int(int, Bootstrap&)>& body) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+    fail(step, "socketpair failed");
+    return 1;
+  }
+  std::cout.flush();
+  pid_t children[2] = {-1, -1};
+  for (int rank = 0; rank < 2; ++rank) {
+    children[rank] = ::fork();
+    if (children[rank] < 0) {
+      fail(step, "fork failed");
+      return 1;
+    }
+    if (children[rank] == 0) {
+      ::close(fds[1 - rank]);
+      int rc = 1;
+      try {
+        PairBootstrap bootstrap(rank, fds[rank]);
+        rc = body(rank, bootstrap);
+      } catch (const std::exception& e) {
+        fail(step, "rank " + std::to_string(rank) + ": " + e.what());
+      }
+      std::cout.flush();
+      ::_exit(rc);
+    }
+  }
+  ::close(fds[0]);
+  ::close(fds[1]);
+  bool ok = true;
+  for (const pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok ? 0 : 1;
+}
+
+int report_check(const std::string& step, int rank, const std::vector<std::string>& wrong,
+                 const std::string& how) {
+  for (const auto& what : wrong)
+    fail(step, "rank " + std::to_string(rank) + ": " + what);
+  if (!wrong.empty()) return 1;
+  pass(step, "rank " + std::to_string(rank) +
+                 ": every collective, dtype and op equals the host "
+                 "reference bit for bit (" +
+                 how + ")");
+  return 0;
+}
+
+int step_two_ranks() {
+  const std::string step = "two-ranks";
+  return on_two_processes(step, [&](int rank, Bootstrap& bootstrap) {
+    int devices = 0;
+    const cudaError_t counted = cudaGetDeviceCount(&devices);
+    if (counted != cudaSuccess || devices < 1) {
+      fail(step, "rank " + std::to_string(rank) + ": no CUDA device (" +
+                     (counted != cudaSuccess ? cudaGetErrorString(counted) : "none") + ")");
+      return 1;
+    }
+    int device = 0;
+    std::string how;
+    if (devices >= 2) {
+      device = rank;
+      how = "one GPU per rank, device " + std::to_string(device);
+    } else {
+      // NCCL refuses two ranks on one GPU of one host: here they are two hosts to NCCL, which
+      // talk through its network transport.
+      ::setenv("NCCL_HOSTID", ("primus-nccl-check-rank-" + std::to_string(rank)).c_str(), 1);
+      ::setenv("NCCL_P2P_DISABLE", "1", 1);
+      ::setenv("NCCL_SHM_DISABLE", "1", 1);
+      how =
+          "one GPU: both ranks on device 0 as two NCCL hosts (NCCL_HOSTID per rank, "
+          "NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1)";
+    }
+    std::cout << "info: " << step << ": rank " << rank << ": " << how << std::endl;
+    NcclOptions options;
+    options.timeout = 120s;
+    std::unique_ptr<Communicator> comm;
+    try {
+      comm = primus::coll::nccl::make_nccl_communicator(primus::coll::nccl::real_nccl_api(),
+                                                        bootstrap, device, options);
+    } catch (const std::exception& e) {
+      fail(step, "rank " + std::to_string(rank) + ": " +
+                     (devices >= 2 ? std::string("two GPUs, ")
+                                   : std::string("one GPU, and NCCL would not run two ranks on "
+                                                 "it as two hosts either, so two ranks cannot "
+                                                 "be checked on this machine: ")) +
+                     e.what() + " (" + how + ")");
+      return 1;
+    }
+    DeviceMemory memory;
+    const auto wrong = check_against_reference(*comm, memory);
+    comm.reset();
+    return report_check(step, rank, wrong, "NCCL, " + how);
+  });
+}
+
+#ifndef NCCL_CHECK_NO_TCP_STORE
+// A backend that hands the collectives it is given on with another dtype or op: what the
+// check must notice.
+class Confused final : public Communicator {
+ public:
+  Confused(Communicator& inner, DType from, DType to, ReduceOp op_from, ReduceOp op_to)
+      : inner_(inner), from_(from), to_(to), op_from_(op_from), op_to_(op_to) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string backend() const override { return "confused " + inner_.backend(); }
+  void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) override {
+    inner_.allreduce(data, count, dtype_of(dtype), op_of(op));
+  }
+  void broadcast(void* data, std::size_t count, DType dtype, int root) override {
+    inner_.broadcast(data, count, dtype_of(dtype), root);
+  }
+  void allgather(const void* send, void* recv, std::size_t count, DType dtype) override {
+    inner_.allgather(send, recv, count, dtype_of(dtype));
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                      ReduceOp op) override {
+    inner_.reduce_scatter(send, recv, count, dtype_of(dtype), op_of(op));
+  }
+  void barrier() override { inner_.barrier(); }
+
+ private:
+  DType dtype_of(DType dtype) const { return dtype == from_ ? to_ : dtype; }
+  ReduceOp op_of(ReduceOp op) const { return op == op_from_ ? op_to_ : op; }
+  Communicator& inner_;
+  DType from_;
+  DType to_;
+  ReduceOp op_from_;
+  ReduceOp op_to_;
+};
+
+int step_two_ranks_tcp() {
+  const std::string step = "two-ranks-tcp";
+  return on_two_processes(step, [&](int rank, Bootstrap& bootstrap) {
+    primus::coll::Options options;
+    options.timeout = 60s;
+    auto comm = primus::coll::tcp_communicator(bootstrap, "nccl-check-two-ranks", options);
+    HostMemory memory;
+    int rc = report_check(step, rank, check_against_reference(*comm, memory), "TCP backend");
+    struct Case {
+      const char* what;
+      DType from, to;
+      ReduceOp op_from, op_to;
+      std::vector<std::string> must_fail;
+    };
+    const Case cases[] = {
+        {"bfloat16 handed on as float16",
+         DType::kBFloat16,
+         DType::kFloat16,
+         ReduceOp::kSum,
+         ReduceOp::kSum,
+         {"allreduce bfloat16 sum", "reduce_scatter bfloat16 prod"}},
+        {"float16 handed on as bfloat16",
+         DType::kFloat16,
+         DType::kBFloat16,
+         ReduceOp::kSum,
+         ReduceOp::kSum,
+         {"allreduce float16 sum", "allreduce float16 prod"}},
+        {"int32 handed on as float32",
+         DType::kInt32,
+         DType::kFloat32,
+         ReduceOp::kSum,
+         ReduceOp::kSum,
+         {"allreduce int32 sum", "allreduce int32 max", "reduce_scatter int32 min"}},
+        {"float32 handed on as int32",
+         DType::kFloat32,
+         DType::kInt32,
+         ReduceOp::kSum,
+         ReduceOp::kSum,
+         {"allreduce float32 sum", "allreduce float32 max"}},
+        {"max handed on as sum",
+         DType::kFloat32,
+         DType::kFloat32,
+         ReduceOp::kMax,
+         ReduceOp::kSum,
+         {"allreduce float32 max", "allreduce uint8 max", "reduce_scatter int64 max"}},
+    };
+    for (const Case& c : cases) {
+      Confused confused(*comm, c.from, c.to, c.op_from, c.op_to);
+      const auto wrong = check_against_reference(confused, memory);
+      std::string missed;
+      for (const auto& name : c.must_fail) {
+        bool seen = false;
+        for (const auto& what : wrong)
+          seen = seen || what.rfind(name + ":", 0) == 0;
+        if (!seen) missed += (missed.empty() ? "" : ", ") + name;
+      }
+      if (missed.empty()) {
+        pass(step + "-notices", "rank " + std::to_string(rank) + ": " + c.what + " (" +
+                                    std::to_string(wrong.size()) + " wrong collectives)");
+      } else {
+        fail(step + "-notices",
+             "rank " + std::to_string(rank) + ": " + c.what + " went unnoticed in " + missed);
+        rc = 1;
+      }
+    }
+    return rc;
+  });
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -445,11 +922,15 @@ int main(int argc, char** argv) {
     }
 #endif
     if (step == "exchange-fork") return step_exchange_fork();
+    if (step == "two-ranks") return step_two_ranks();
+#ifndef NCCL_CHECK_NO_TCP_STORE
+    if (step == "two-ranks-tcp") return step_two_ranks_tcp();
+#endif
   } catch (const std::exception& e) {
     fail(step, std::string("error: ") + e.what());
     return 1;
   }
   std::cerr << "usage: nccl_check collectives | init-timeout MS | op-timeout MS | exchange-tcp "
-               "RANK PORT | exchange-fork\n";
+               "RANK PORT | exchange-fork | two-ranks | two-ranks-tcp\n";
   return 2;
 }

@@ -2,7 +2,9 @@
 WORLD_SIZE, MASTER_ADDR, PRIMUS_PORT, PRIMUS_JOB_SECRET), collectives on numpy arrays and torch
 CPU tensors, bitwise equal results on every rank, errors that name what is wrong."""
 
+import inspect
 import json
+import math
 import os
 import socket
 import subprocess
@@ -13,36 +15,71 @@ import pytest
 
 from primus import comm
 
-RANK_SCRIPT = r'''
-import json, sys
-import numpy as np
+SUM, SCATTER, TORCH = 1, 2, 3  # what an input is for
+SCATTER_BLOCK = 5
+
+
+def inputs(rank, purpose, shape, dtype):
+    """Rank `rank`'s input for `purpose`, which every rank (and the test) can compute: values
+    of mixed magnitudes, not integers, so that float sums round differently in different
+    orders."""
+    rng = np.random.default_rng([20240611, rank, purpose])
+    scale = 10.0 ** rng.integers(-3, 4, size=shape)
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+INPUTS = (f"import numpy as np\nSUM, SCATTER, TORCH, SCATTER_BLOCK = {SUM}, {SCATTER}, {TORCH}, "
+          f"{SCATTER_BLOCK}\n" + inspect.getsource(inputs))
+
+RANK_SCRIPT = INPUTS + r'''
+import hashlib, json
 from primus import comm
 c = comm.connect(timeout=60)
 out = {"rank": c.rank, "size": c.size}
-x = np.arange(1001, dtype=np.float32) * (c.rank + 1)
+x = inputs(c.rank, SUM, 1001, np.float32)
 c.allreduce(x)
-out["sum_ok"] = bool(np.array_equal(x, np.arange(1001, dtype=np.float32) * sum(range(1, c.size + 1))))
-out["sum_bits"] = x.tobytes().hex()[:64]
+out["sum"] = x.tobytes().hex()
+out["sum_digest"] = hashlib.sha256(x.tobytes()).hexdigest()
 m = np.array([c.rank * 10, -c.rank], dtype=np.int64)
 out["max"] = c.allreduce(m, op="max").tolist()
 b = np.full(5, c.rank, dtype=np.float64)
 out["bcast"] = c.broadcast(b, root=c.size - 1).tolist()
 out["gather"] = c.allgather(np.array([c.rank, c.rank * 2], dtype=np.int32)).tolist()
-rs = np.tile(np.arange(3, dtype=np.float64), (c.size, 1)) + c.rank
-out["scatter"] = c.reduce_scatter(rs).tolist()
-try:
-    import torch
-    t = torch.ones(7, dtype=torch.bfloat16) * (c.rank + 1)
-    c.allreduce(t)
-    out["torch_bf16"] = t.float().tolist()
-    g = torch.full((2, 3), float(c.rank))
-    c.allreduce(g, op="min")
-    out["torch_min"] = g.sum().item()
-except ImportError:
-    pass
+rs = inputs(c.rank, SCATTER, (c.size, SCATTER_BLOCK), np.float64)  # every block differs
+out["scatter"] = c.reduce_scatter(rs).tobytes().hex()
 c.barrier()
 print(json.dumps(out), flush=True)
 '''
+
+TORCH_SCRIPT = INPUTS + r'''
+import hashlib, json
+import torch
+from primus import comm
+c = comm.connect(timeout=60)
+out = {}
+t = torch.ones(7, dtype=torch.bfloat16) * (c.rank + 1)
+c.allreduce(t)
+out["torch_bf16"] = t.float().tolist()
+g = torch.full((2, 3), float(c.rank))
+c.allreduce(g, op="min")
+out["torch_min"] = g.sum().item()
+r = torch.from_numpy(inputs(c.rank, TORCH, 1001, np.float32)).to(torch.bfloat16)
+c.allreduce(r)
+out["bf16_digest"] = hashlib.sha256(r.view(torch.int16).numpy().tobytes()).hexdigest()
+c.barrier()
+print(json.dumps(out), flush=True)
+'''
+
+
+def sum_bound(parts, unit):
+    # Any order of len(parts)-1 additions, each rounding by at most unit * (sum of magnitudes),
+    # and the exact reference's own rounding to float64: a tight bound on the error.
+    n = len(parts)
+    return ((n - 1) * unit / (1 - (n - 1) * unit) + 2.0 ** -53) * np.sum(np.abs(parts), axis=0)
+
+
+def exact_sum(parts):
+    return np.array([math.fsum(column) for column in np.asarray(parts, np.float64).T])
 
 
 def free_port():
@@ -64,24 +101,57 @@ def launch(size, script, secret="py-secret", extra=None):
 
 
 @pytest.mark.parametrize("size", [1, 3, 4])
-def test_collectives_on_numpy_and_torch_across_processes(size):
+def test_collectives_on_numpy_across_processes(size):
     results = launch(size, RANK_SCRIPT)
     outs = []
     for rc, stdout, stderr in results:
         assert rc == 0, stderr
         outs.append(json.loads(stdout))
-    total = sum(range(1, size + 1))
     for rank, out in enumerate(outs):
         assert out["rank"] == rank and out["size"] == size
-        assert out["sum_ok"]
         assert out["max"] == [10 * (size - 1), 0]
         assert out["bcast"] == [float(size - 1)] * 5
         assert out["gather"] == [[r, 2 * r] for r in range(size)]
-        assert out["scatter"] == [float(size * j + sum(range(size))) for j in range(3)]
-        if "torch_bf16" in out:
-            assert out["torch_bf16"] == [float(total)] * 7
-            assert out["torch_min"] == 0.0
-    assert len({out["sum_bits"] for out in outs}) == 1  # bitwise equal everywhere
+
+    # allreduce: bitwise equal everywhere, over the whole buffer, and within a tight bound of
+    # the exact sum; the data is such that the order of the additions shows in the bits.
+    assert len({out["sum_digest"] for out in outs}) == 1, "the ranks hold different bits"
+    parts = [inputs(r, SUM, 1001, np.float32) for r in range(size)]
+    got = np.frombuffer(bytes.fromhex(outs[0]["sum"]), np.float32).astype(np.float64)
+    wrong = np.abs(got - exact_sum(parts)) > sum_bound(parts, 2.0 ** -24)
+    assert not wrong.any(), f"elements {np.flatnonzero(wrong)[:10].tolist()} are off"
+    if size >= 3:
+        forward = np.float32(0) + parts[0]
+        for part in parts[1:]:
+            forward = forward + part
+        backward = np.float32(0) + parts[-1]
+        for part in parts[-2::-1]:
+            backward = backward + part
+        assert not np.array_equal(forward, backward), "the data does not tell orders apart"
+
+    # reduce_scatter: rank r ends with the sum of every rank's block r.
+    blocks = [inputs(r, SCATTER, (size, SCATTER_BLOCK), np.float64) for r in range(size)]
+    for rank, out in enumerate(outs):
+        got = np.frombuffer(bytes.fromhex(out["scatter"]), np.float64)
+        parts = [block[rank] for block in blocks]
+        assert got.shape == (SCATTER_BLOCK,)
+        assert np.all(np.abs(got - exact_sum(parts)) <= sum_bound(parts, 2.0 ** -53)), \
+            f"rank {rank}: {got.tolist()} is not the sum of every rank's block {rank}"
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_collectives_on_torch_tensors_across_processes(size):
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    results = launch(size, TORCH_SCRIPT)
+    outs = []
+    for rc, stdout, stderr in results:
+        assert rc == 0, stderr
+        outs.append(json.loads(stdout))
+    total = sum(range(1, size + 1))
+    for out in outs:
+        assert out["torch_bf16"] == [float(total)] * 7
+        assert out["torch_min"] == 0.0
+    assert len({out["bf16_digest"] for out in outs}) == 1, "the ranks hold different bits"
 
 
 def test_a_rank_without_the_secret_is_told_so():

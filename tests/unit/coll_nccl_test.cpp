@@ -181,6 +181,8 @@ struct FakeState {
   const void* last_send = nullptr;
   void* last_recv = nullptr;
   std::size_t last_count = 0;
+  std::optional<DType> last_dtype;  // the element type NCCL was given
+  std::optional<ReduceOp> last_op;  // and the reduction (none for broadcast and allgather)
   int last_root = -1;
   int stream_queries = 0;
 
@@ -256,25 +258,25 @@ class FakeNcclApi final : public nccl::NcclApi {
     ++s_->aborts;
     s_->released = true;
   }
-  Status allreduce(const void* send, void* recv, std::size_t count, DType /*dtype*/,
-                   ReduceOp /*op*/, CommHandle comm, StreamHandle stream) override {
-    return enqueue("allreduce", send, recv, count, comm, stream);
+  Status allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                   CommHandle comm, StreamHandle stream) override {
+    return enqueue("allreduce", send, recv, count, dtype, op, comm, stream);
   }
-  Status broadcast(const void* send, void* recv, std::size_t count, DType /*dtype*/, int root,
+  Status broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
                    CommHandle comm, StreamHandle stream) override {
     s_->last_root = root;
-    return enqueue("broadcast", send, recv, count, comm, stream);
+    return enqueue("broadcast", send, recv, count, dtype, std::nullopt, comm, stream);
   }
   Status allgather(const void* send, void* recv, std::size_t count, DType dtype, CommHandle comm,
                    StreamHandle stream) override {
-    Status status = enqueue("allgather", send, recv, count, comm, stream);
+    Status status = enqueue("allgather", send, recv, count, dtype, std::nullopt, comm, stream);
     // One rank: recv is send.
     if (s_->init_size == 1) std::memcpy(recv, send, count * dtype_size(dtype));
     return status;
   }
-  Status reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
-                        ReduceOp /*op*/, CommHandle comm, StreamHandle stream) override {
-    Status status = enqueue("reduce_scatter", send, recv, count, comm, stream);
+  Status reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                        CommHandle comm, StreamHandle stream) override {
+    Status status = enqueue("reduce_scatter", send, recv, count, dtype, op, comm, stream);
     if (s_->init_size == 1) std::memcpy(recv, send, count * dtype_size(dtype));
     return status;
   }
@@ -295,14 +297,21 @@ class FakeNcclApi final : public nccl::NcclApi {
     EXPECT_EQ(comm, &s_->comm_token);
     if (s_->released) ++s_->used_after_release;
   }
-  Status enqueue(const char* what, const void* send, void* recv, std::size_t count, CommHandle comm,
-                 StreamHandle stream) {
+  Status enqueue(const char* what, const void* send, void* recv, std::size_t count, DType dtype,
+                 std::optional<ReduceOp> op, CommHandle comm, StreamHandle stream) {
     check(comm);
     EXPECT_EQ(stream, &s_->stream_token);
+    // What NCCL would be handed must be a value it has a name for.
+    EXPECT_NO_THROW(dtype_size(dtype)) << what << ": dtype " << static_cast<int>(dtype);
+    if (op) {
+      EXPECT_NO_THROW(to_string(*op)) << what << ": op " << static_cast<int>(*op);
+    }
     s_->ops.emplace_back(what);
     s_->last_send = send;
     s_->last_recv = recv;
     s_->last_count = count;
+    s_->last_dtype = dtype;
+    s_->last_op = op;
     s_->op_started = true;
     s_->in_progress_left = s_->op_in_progress_polls;
     s_->pending_left = s_->op_pending_polls;
@@ -580,6 +589,61 @@ TEST(NcclCommunicator, InitializesAndRunsEachCollective) {
   EXPECT_EQ(state->streams_destroyed, 1);
   EXPECT_EQ(state->frees, 1);
   EXPECT_EQ(state->used_after_release, 0);
+}
+
+// What the fake was handed, by name ("none": nothing), for readable failures.
+template <typename T>
+std::string name(const std::optional<T>& value) {
+  return value ? std::string(to_string(*value)) : "none";
+}
+
+// Each collective hands NCCL the element type and the reduction it was called with, for every
+// dtype and op (a float16 taken for bfloat16, or an int32 for a float32, would compute
+// garbage on the GPU without any error); the barrier is a one-byte uint8 max.
+TEST(NcclCommunicator, EveryDtypeAndOpReachNcclAsGiven) {
+  const DType dtypes[] = {DType::kFloat64, DType::kFloat32, DType::kFloat16, DType::kBFloat16,
+                          DType::kInt32,   DType::kInt64,   DType::kUInt8};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd};
+  auto state = std::make_shared<FakeState>();
+  auto comm = solo(state);
+  std::uint64_t send[4] = {};
+  std::uint64_t recv[4] = {};
+  for (const DType dtype : dtypes) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    for (const ReduceOp op : ops) {
+      SCOPED_TRACE(std::string(to_string(op)));
+      state->last_dtype.reset();
+      state->last_op.reset();
+      comm->allreduce(recv, 3, dtype, op);
+      EXPECT_EQ(state->ops.back(), "allreduce");
+      EXPECT_EQ(name(state->last_dtype), to_string(dtype));
+      EXPECT_EQ(name(state->last_op), to_string(op));
+      EXPECT_EQ(state->last_count, 3U);
+      state->last_dtype.reset();
+      state->last_op.reset();
+      comm->reduce_scatter(send, recv, 2, dtype, op);
+      EXPECT_EQ(state->ops.back(), "reduce_scatter");
+      EXPECT_EQ(name(state->last_dtype), to_string(dtype));
+      EXPECT_EQ(name(state->last_op), to_string(op));
+      EXPECT_EQ(state->last_count, 2U);
+    }
+    state->last_dtype.reset();
+    comm->broadcast(recv, 4, dtype, 0);
+    EXPECT_EQ(state->ops.back(), "broadcast");
+    EXPECT_EQ(name(state->last_dtype), to_string(dtype));
+    EXPECT_EQ(name(state->last_op), "none");
+    state->last_dtype.reset();
+    comm->allgather(send, recv, 1, dtype);
+    EXPECT_EQ(state->ops.back(), "allgather");
+    EXPECT_EQ(name(state->last_dtype), to_string(dtype));
+    EXPECT_EQ(name(state->last_op), "none");
+  }
+  comm->barrier();
+  EXPECT_EQ(state->ops.back(), "allreduce");
+  EXPECT_EQ(name(state->last_dtype), "uint8");
+  EXPECT_EQ(name(state->last_op), "max");
+  EXPECT_EQ(state->last_count, 1U);
+  EXPECT_EQ(state->aborts, 0);
 }
 
 TEST(NcclCommunicator, ThreeRanksInitializeWithRankZerosId) {

@@ -1,8 +1,14 @@
 // libprimus-coll's TCP backend with real processes and sockets on this machine: every op and
-// dtype at 1 to 8 ranks against a float64 reference, bitwise equal results across ranks and
-// runs, 100 MiB allreduces, a killed or stopped rank, a wrong secret and a replayed handshake.
+// dtype at 1 to 8 ranks against an exact reference, bitwise equal results across ranks and
+// runs, 100 MiB allreduces, a killed or stopped rank, a forged proof refused by the store, and
+// run_ranks' hang guard.
+#include <arpa/inet.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,14 +142,49 @@ double load(DType dtype, const void* buffer, std::size_t i) {
   return 0;
 }
 
-// The exact reduction in double (integers: wrapped to the dtype's width), and the error the
-// dtype may add: one rounding per combination, relative to the sum of magnitudes.
-//   float64 2^-52, float32 2^-23, bfloat16 2^-7, float16 2^-10 per step; integers exact.
-double reference(DType dtype, ReduceOp op, int size, int c, std::size_t i, double& tolerance) {
-  double value = input(dtype, op, 0, c, i);
-  double magnitude = std::fabs(value);
+// The reduction of every rank's input, and how far the result may be from it.
+struct Expected {
+  long double value = 0;  // exact (long double: 64 significant bits; sums of <= 8 float64)
+  // Sums and products of floats: the result's distance from `value` is at most this. Max,
+  // min and every integer op: exactly `value` (integers wrapped to the dtype's width).
+  long double tolerance = 0;
+  bool exact = true;
+};
+
+// What one combination may add, for a float dtype: `unit` relative (the unit roundoff, half
+// the machine epsilon; float16 and bfloat16 are combined in float32 and rounded back, two
+// roundings) and `tiny` absolute (half the dtype's smallest subnormal, near zero).
+struct Rounding {
+  long double unit = 0;
+  long double tiny = 0;
+};
+
+Rounding rounding_of(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return {0x1p-53L, 0x1p-1075L};
+    case DType::kFloat32:
+      return {0x1p-24L, 0x1p-150L};
+    case DType::kFloat16:
+      return {0x1p-11L + 0x1p-24L, 0x1p-25L};
+    case DType::kBFloat16:
+      return {0x1p-8L + 0x1p-24L, 0x1p-134L};
+    default:
+      return {};
+  }
+}
+
+// Any order of the size-1 combinations (the ring's chain, recursive doubling's tree) rounds
+// size-1 times, each time by at most unit * |partial result| + tiny, and no partial sum
+// exceeds the sum of magnitudes M: |error| <= (size-1)(unit M + tiny) / (1 - (size-1) unit).
+// A product rounds size-1 times relative to itself (no underflow: factors in [0.75, 1.25]).
+// The 2^-10 slack covers the reference's own rounding in long double.
+Expected reference(DType dtype, ReduceOp op, int size, int c, std::size_t i) {
+  Expected expected;
+  long double value = input(dtype, op, 0, c, i);
+  long double magnitude = std::fabs(value);
   for (int r = 1; r < size; ++r) {
-    const double x = input(dtype, op, r, c, i);
+    const long double x = input(dtype, op, r, c, i);
     magnitude += std::fabs(x);
     switch (op) {
       case ReduceOp::kSum:
@@ -160,28 +201,33 @@ double reference(DType dtype, ReduceOp op, int size, int c, std::size_t i, doubl
         break;
     }
   }
-  double eps = 0;
-  switch (dtype) {
-    case DType::kFloat64:
-      eps = 0x1p-52;
-      break;
-    case DType::kFloat32:
-      eps = 0x1p-23;
-      break;
-    case DType::kBFloat16:
-      eps = 0x1p-7;
-      break;
-    case DType::kFloat16:
-      eps = 0x1p-10;
-      break;
-    default:
-      break;
+  const Rounding rounding = rounding_of(dtype);
+  const bool floating = rounding.unit > 0;
+  if (floating && (op == ReduceOp::kSum || op == ReduceOp::kProd)) {
+    const long double steps = size - 1;
+    const long double growth = 1 / (1 - steps * rounding.unit) * (1 + 0x1p-10L);
+    expected.exact = false;
+    expected.tolerance = op == ReduceOp::kSum
+                             ? steps * (rounding.unit * magnitude + rounding.tiny) * growth
+                             : steps * rounding.unit * std::fabs(value) * growth;
   }
-  if (op == ReduceOp::kProd) magnitude = std::fabs(value) * 2;
-  tolerance = eps * size * magnitude;
-  if (dtype == DType::kUInt8) value = std::fmod(value, 256.0);
+  if (dtype == DType::kUInt8) value = std::fmod(value, 256.0L);
   // int32/int64: products of up to 8 values of 1..3 and sums of +-1000 never wrap here.
-  return value;
+  expected.value = value;
+  return expected;
+}
+
+bool matches(const Expected& expected, double got) {
+  if (expected.exact) return static_cast<long double>(got) == expected.value;
+  return std::fabs(static_cast<long double>(got) - expected.value) <= expected.tolerance;
+}
+
+std::string describe(const Expected& expected, double got) {
+  std::ostringstream text;
+  text.precision(21);
+  text << got << (expected.exact ? " != " : " is not within ") << expected.value;
+  if (!expected.exact) text << " +- " << expected.tolerance;
+  return text.str();
 }
 
 std::uint64_t digest(const void* data, std::size_t bytes, std::uint64_t h) {
@@ -215,13 +261,12 @@ void every_op(Communicator& comm, const std::function<void(const std::string&)>&
           store(dtype, data.data(), i, input(dtype, op, comm.rank(), c, i));
         comm.allreduce(data.data(), count, dtype, op);
         for (std::size_t i = 0; i < count; ++i) {
-          double tolerance = 0;
-          const double want = reference(dtype, op, size, c, i, tolerance);
+          const Expected want = reference(dtype, op, size, c, i);
           const double got = load(dtype, data.data(), i);
-          if (!(std::fabs(got - want) <= tolerance)) {
+          if (!matches(want, got)) {
             std::ostringstream what;
             what << "allreduce " << to_string(op) << " " << to_string(dtype) << " count " << count
-                 << " [" << i << "] " << got << " != " << want;
+                 << " [" << i << "] " << describe(want, got);
             fail(what.str());
             break;
           }
@@ -237,12 +282,13 @@ void every_op(Communicator& comm, const std::function<void(const std::string&)>&
         std::vector<std::uint8_t> recv(block * element);
         comm.reduce_scatter(send.data(), recv.data(), block, dtype, op);
         for (std::size_t i = 0; i < block; ++i) {
-          double tolerance = 0;
-          const double want = reference(
-              dtype, op, size, c, static_cast<std::size_t>(comm.rank()) * block + i, tolerance);
-          if (!(std::fabs(load(dtype, recv.data(), i) - want) <= tolerance)) {
+          const Expected want =
+              reference(dtype, op, size, c, static_cast<std::size_t>(comm.rank()) * block + i);
+          const double got = load(dtype, recv.data(), i);
+          if (!matches(want, got)) {
             fail("reduce_scatter " + std::string(to_string(op)) + " " +
-                 std::string(to_string(dtype)) + " count " + std::to_string(block));
+                 std::string(to_string(dtype)) + " count " + std::to_string(block) + " [" +
+                 std::to_string(i) + "] " + describe(want, got));
             break;
           }
         }
@@ -350,34 +396,46 @@ TEST(CollTcp, HundredMebibyteFloat32SumAtTwoAndEightRanks) {
 }
 
 // One rank dies (SIGKILL) or hangs (SIGSTOP) in the middle of allreduces: every other rank
-// gets a PeerFailure naming a peer within the deadline, never a hang.
+// gets a PeerFailure naming a peer within about one deadline (Options::timeout), never a hang.
+// The stopped rank is ended only once every survivor has, so that what ends them is the
+// deadline and not its connections closing; were the deadline not kept, they would wait for
+// Job::deadline (the hang guard), far past the bound asserted here. The bound leaves room for
+// a loaded machine: a call that started just before the signal, the failures spreading from
+// rank to rank, and the scheduler.
 void survivors_fail_in_time(int signal) {
+  using std::chrono::milliseconds;
   Job job;
   job.size = 4;
-  job.options.timeout = std::chrono::milliseconds(2000);
+  job.options.timeout = milliseconds(2000);
+  job.deadline = std::chrono::seconds(120);
+  const milliseconds bound = 2 * *job.options.timeout + milliseconds(5000);
   const int victim = 2;
-  std::chrono::steady_clock::time_point injected;
+  std::chrono::steady_clock::time_point injected{};
   const auto outcomes = run_ranks(
       job,
       [](Communicator& comm, const auto& report) {
-        std::vector<float> data(std::size_t{4} << 20, 1.0F);
+        // 1 MiB: the ring, several steps per call, each call short even on a loaded machine.
+        std::vector<float> data(std::size_t{1} << 18, 1.0F);
         comm.allreduce(data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
         report("ready");
         for (;;)
           comm.allreduce(data.data(), data.size(), DType::kFloat32, ReduceOp::kMax);
       },
       [&](const std::vector<pid_t>& pids) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
         injected = std::chrono::steady_clock::now();
         ::kill(pids[victim], signal);
-        if (signal == SIGSTOP) {
-          // Let the survivors time out, then end the stopped rank.
-          std::thread([pid = pids[victim]] {
-            std::this_thread::sleep_for(std::chrono::seconds(6));
-            ::kill(pid, SIGKILL);
-          }).detach();
+      },
+      [&](const std::vector<pid_t>& pids, const std::vector<bool>& running) {
+        bool survivors_running = false;
+        for (int r = 0; r < job.size; ++r)
+          survivors_running =
+              survivors_running || (r != victim && running[static_cast<std::size_t>(r)]);
+        if (signal == SIGSTOP && !survivors_running && running[victim]) {
+          ::kill(pids[victim], SIGKILL);
         }
       });
+  ASSERT_NE(injected, std::chrono::steady_clock::time_point{})
+      << "the ranks never all reported ready: " << outcomes[0].output << outcomes[1].output;
   for (int r = 0; r < job.size; ++r) {
     if (r == victim) continue;
     const auto& outcome = outcomes[static_cast<std::size_t>(r)];
@@ -385,8 +443,9 @@ void survivors_fail_in_time(int signal) {
         << "rank " << r << ": " << outcome.output;
     EXPECT_NE(outcome.output.find("PeerFailure("), std::string::npos) << outcome.output;
     EXPECT_NE(outcome.output.find("rank "), std::string::npos) << outcome.output;
-    EXPECT_LT(outcome.ended - injected, *job.options.timeout + std::chrono::milliseconds(1500))
-        << "rank " << r << " took too long to give up";
+    const auto took = std::chrono::duration_cast<milliseconds>(outcome.ended - injected);
+    EXPECT_LT(took.count(), bound.count())
+        << "rank " << r << " took " << took.count() << " ms to give up: " << outcome.output;
   }
 }
 
@@ -397,32 +456,74 @@ TEST(CollTcp, AStoppedRankMakesEverySurvivorFailWithinTheDeadline) {
   survivors_fail_in_time(SIGSTOP);
 }
 
-// A process with another secret keeps knocking at rank 0's store while the job starts: it is
-// refused every time (and learns that the other side does not share its secret), and the job
-// runs as if it were not there.
-TEST(CollTcp, AConnectionWithAWrongSecretIsRefusedAndTheJobGoesOn) {
+// A client that speaks the handshake as far as the proof without the job's secret: it claims
+// rank 1 (a rank the store is waiting for), answers the store's challenge with the proof a
+// process with another secret computes (HMAC-SHA256 keyed with that secret over the store's
+// new nonce), and reads the store's verdict. Writes "ADDRESS verdict V closed|open" to `fd`:
+// its own address as the store sees it, the verdict byte, and whether the store then closed
+// the connection. Runs in a process of its own.
+int forge_a_proof(std::uint16_t port, int fd) {
+  using namespace handshake;
+  try {
+    const auto deadline = net::Clock::now() + std::chrono::seconds(30);
+    const net::Socket store = net::connect_to("127.0.0.1", port, deadline, "the store", 0);
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    ::getsockname(store.fd(), reinterpret_cast<sockaddr*>(&local), &length);
+    const std::string address = "127.0.0.1:" + std::to_string(ntohs(local.sin_port));
+    const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
+    store.send_all(hello.data(), hello.size(), deadline);
+    Challenge challenge{};
+    store.recv_all(challenge.data(), challenge.size(), deadline);
+    Nonce nonce{};
+    std::copy(challenge.begin(), challenge.begin() + kNonceBytes, nonce.begin());
+    const std::string wrong = "not-the-secret";
+    Proof forged{};
+    if (!check_challenge(wrong, hello, make_challenge(wrong, hello, nonce), forged)) return 5;
+    store.send_all(forged.data(), forged.size(), deadline);
+    std::uint8_t verdict = 0xFF;
+    store.recv_all(&verdict, 1, deadline);
+    bool closed = false;
+    try {
+      std::uint8_t more = 0;
+      store.recv_all(&more, 1, net::Clock::now() + std::chrono::seconds(20));
+    } catch (const PeerFailure&) {
+      closed = true;
+    }
+    const std::string line =
+        address + " verdict " + std::to_string(verdict) + (closed ? " closed" : " open") + "\n";
+    return ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 6;
+  } catch (const std::exception& e) {
+    const std::string line = std::string("error ") + e.what() + "\n";
+    ssize_t ignored = ::write(fd, line.data(), line.size());
+    (void)ignored;
+    return 7;
+  }
+}
+
+// The store is sent a forged proof while the job starts: it answers with the refused verdict,
+// closes the connection, logs it (who, and why), and the rightful ranks form the job as if the
+// intruder were not there.
+TEST(CollTcp, AForgedProofIsRefusedAndLoggedByTheStoreAndTheJobGoesOn) {
   Job job;
   job.size = 3;
   job.port = testing::free_port();
+  int done[2];
+  ASSERT_EQ(::pipe(done), 0);
   const pid_t intruder = ::fork();
   ASSERT_GE(intruder, 0);
   if (intruder == 0) {
-    int refused = 0;
-    const auto until = net::Clock::now() + std::chrono::seconds(3);
-    while (net::Clock::now() < until && refused < 5) {
-      try {
-        net::connect_authenticated("127.0.0.1", job.port, handshake::Purpose::kStore, 1,
-                                   "not-the-secret", net::Clock::now() + std::chrono::seconds(2),
-                                   "the store", 0);
-        ::_exit(1);  // accepted: the test fails
-      } catch (const PeerFailure&) {
-        ++refused;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::_exit(refused > 0 ? 0 : 2);
+    ::close(done[0]);
+    ::_exit(forge_a_proof(job.port, done[1]));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it knock first
+  ::close(done[1]);
+  // The store stops accepting once every rank has joined: ranks 1 and 2 connect only once the
+  // intruder has had its verdict (or gave up), so that the store is sure to have served it.
+  job.before_connect = [fd = done[0]](int rank) {
+    if (rank == 0) return;
+    pollfd ready{fd, POLLIN, 0};
+    ::poll(&ready, 1, 60000);
+  };
   const auto outcomes = run_ranks(job, [](Communicator& comm, const auto& report) {
     std::int64_t value = comm.rank() + 1;
     comm.allreduce(&value, 1, DType::kInt64, ReduceOp::kSum);
@@ -434,7 +535,46 @@ TEST(CollTcp, AConnectionWithAWrongSecretIsRefusedAndTheJobGoesOn) {
   }
   int status = 0;
   ::waitpid(intruder, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the intruder got in";
+  std::string said;
+  char buffer[256];
+  for (ssize_t n; (n = ::read(done[0], buffer, sizeof buffer)) > 0;)
+    said.append(buffer, static_cast<std::size_t>(n));
+  ::close(done[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "intruder status " << status << ": " << said;
+  const std::string address = said.substr(0, said.find(' '));
+  EXPECT_EQ(said, address + " verdict 0 closed\n") << "the store did not refuse the forged proof";
+  const std::string refusal = "primus: store: refused a connection from " + address +
+                              ": failed authentication (not this job's secret, or a replayed "
+                              "handshake)\n";
+  EXPECT_EQ(outcomes[0].log, refusal) << "rank 0's log";
+}
+
+// The hang guard of run_ranks: a rank that never finishes is killed at Job::deadline and the
+// test fails naming it; the others end as usual.
+TEST(CollTcp, ARankThatNeverFinishesIsKilledAtTheDeadlineAndNamed) {
+  Job job;
+  job.size = 3;
+  job.deadline = std::chrono::seconds(5);
+  std::vector<testing::RankOutcome> outcomes;
+  EXPECT_NONFATAL_FAILURE(outcomes = run_ranks(job,
+                                               [](Communicator& comm, const auto& report) {
+                                                 report("joined");
+                                                 if (comm.rank() == 1) {
+                                                   for (;;)
+                                                     ::pause();
+                                                 }
+                                               }),
+                          "run_ranks: rank 1 of 3 did not finish within the deadline of 5000 ms "
+                          "(Job::deadline) and was killed (SIGKILL)");
+  ASSERT_EQ(outcomes.size(), 3U);
+  EXPECT_TRUE(outcomes[1].killed_at_deadline);
+  EXPECT_TRUE(WIFSIGNALED(outcomes[1].status) && WTERMSIG(outcomes[1].status) == SIGKILL);
+  EXPECT_EQ(outcomes[1].output, "joined\n") << "what it reported before it was killed is kept";
+  for (const int r : {0, 2}) {
+    EXPECT_FALSE(outcomes[static_cast<std::size_t>(r)].killed_at_deadline);
+    EXPECT_EQ(outcomes[static_cast<std::size_t>(r)].status, 0);
+  }
 }
 
 }  // namespace
