@@ -193,7 +193,7 @@ def main(argv):
         name, _, where = arg.partition("=")
         counts = Counts(ci, expected)
         count_suite(name, Path(where), counts)
-        print(f"  {name:<24} {counts.passed:5d} passed {counts.failed:5d} failed "
+        print(f"  {name:<28} {counts.passed:5d} passed {counts.failed:5d} failed "
               f"{counts.skipped:5d} skipped")
         notes += [f"  {name}: {note}" for note in counts.notes]
         total[0] += counts.passed
