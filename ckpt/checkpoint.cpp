@@ -3,6 +3,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 
 #include "box_copy.hpp"
 #include "fs.hpp"
@@ -13,7 +15,21 @@
 namespace primus::ckpt {
 namespace {
 
-constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{256} << 20;
+// A manifest lists every shard of every tensor in about 200 bytes each: 64 MiB holds some 300,000
+// shards (1,000 tensors, each sharded over 300 ranks) and bounds what a hostile file can make the
+// reader parse.
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{64} << 20;
+
+// A buffer for what the checkpoint claims; an allocation that fails (a claim this machine cannot
+// hold) is reported like any other unusable checkpoint, so that callers fall back.
+std::vector<std::uint8_t> allocate(std::uint64_t bytes, const std::string& what) {
+  try {
+    return std::vector<std::uint8_t>(static_cast<std::size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  throw CorruptCheckpoint(what + ": cannot allocate " + std::to_string(bytes) + " bytes");
+}
 
 Manifest read_manifest(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / kManifestName;
@@ -85,6 +101,12 @@ void check_file(const std::filesystem::path& dir, const Manifest& manifest, cons
                "the manifest");
         continue;
       }
+      try {
+        rank_file->check(shard.dataset, tensor.dtype, shard.shape);
+      } catch (const Error& e) {
+        report(e.what());
+        continue;
+      }
       if (verify == Verify::kFull) {
         try {
           rank_file->verify(shard.dataset, tensor.dtype, shard.shape, shard.crc32c);
@@ -95,6 +117,12 @@ void check_file(const std::filesystem::path& dir, const Manifest& manifest, cons
         }
       }
     }
+  }
+  try {
+    rank_file->check_state();
+  } catch (const Error& e) {
+    report(e.what());
+    return;
   }
   if (verify == Verify::kFull) {
     try {
@@ -166,8 +194,8 @@ std::vector<std::uint8_t> Checkpoint::read(const std::string& name, const Shape&
                                            const Shape& shape) const {
   const TensorEntry& entry = tensor(name);
   const Shape& box_shape = offset.empty() && shape.empty() ? entry.global_shape : shape;
-  std::vector<std::uint8_t> out(
-      static_cast<std::size_t>(element_count(box_shape) * dtype_size(entry.dtype)));
+  std::vector<std::uint8_t> out = allocate(element_count(box_shape) * dtype_size(entry.dtype),
+                                           dir_.string() + ": tensor '" + name + "'");
   read_into(name, offset, shape, out.data(), out.size());
   return out;
 }
@@ -206,7 +234,8 @@ void Checkpoint::read_into(const std::string& name, const Shape& offset, const S
       file.read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, out, bytes);
       continue;
     }
-    std::vector<std::uint8_t> part(bytes);
+    std::vector<std::uint8_t> part =
+        allocate(bytes, (dir_ / shard.file).string() + ": " + shard.dataset);
     file.read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, part.data(), bytes);
     copy_overlap(element, part.data(), shard.offset, shard.shape, out, box_offset, box_shape);
   }

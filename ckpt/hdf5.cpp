@@ -15,6 +15,8 @@ void quiet_errors() {
     // already in use, e.g. by h5py).
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    // A checkpoint must not make HDF5 load code: filter plugins (HDF5_PLUGIN_PATH) stay off.
+    H5PLset_loading_state(0);
   });
 }
 
@@ -85,7 +87,71 @@ Handle half_type(std::size_t exponent_bits, std::size_t bias) {
   return type;
 }
 
+std::uint64_t selected_elements(hid_t space, const std::string& what) {
+  const hssize_t n = H5Sget_select_npoints(space);
+  check(n < 0 ? -1 : 0, what + ": its dataspace");
+  return static_cast<std::uint64_t>(n);
+}
+
+// Refuses unless `elements` of `memory_type` make exactly `bytes`.
+void expect_bytes(std::uint64_t elements, hid_t memory_type, std::size_t bytes,
+                  const std::string& what) {
+  const std::size_t element = H5Tget_size(memory_type);
+  if (element == 0) throw Error(what + ": a type of no size");
+  if (elements > bytes / element || elements * element != bytes) {
+    throw Error(what + ": holds " + std::to_string(elements) + " elements of " +
+                std::to_string(element) + " bytes where " + std::to_string(bytes) +
+                " bytes were expected");
+  }
+}
+
+// The size of a fixed-length string type, refused above `limit`.
+std::size_t string_size(hid_t type, std::size_t limit, const std::string& what) {
+  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) != 0) {
+    throw Error(what + " is not a fixed-length string");
+  }
+  const std::size_t size = H5Tget_size(type);
+  if (size == 0 || size > limit) {
+    throw Error(what + ": a string of " + std::to_string(size) + " bytes (at most " +
+                std::to_string(limit) + ")");
+  }
+  return size;
+}
+
+std::string until_nul(std::string value) {
+  const std::size_t end = value.find('\0');
+  if (end != std::string::npos) value.resize(end);
+  return value;
+}
+
 }  // namespace
+
+void read_exact(hid_t dataset, hid_t memory_type, void* out, std::size_t bytes,
+                const std::string& what) {
+  const Handle space = checked(H5Dget_space(dataset), H5Sclose, what + ": its dataspace");
+  expect_bytes(selected_elements(space.get(), what), memory_type, bytes, what);
+  if (bytes == 0) return;
+  check(H5Dread(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), what);
+}
+
+void read_exact(hid_t dataset, hid_t memory_type, hid_t memory_space, hid_t file_space, void* out,
+                std::size_t bytes, const std::string& what) {
+  const std::uint64_t elements = selected_elements(file_space, what);
+  if (selected_elements(memory_space, what) != elements) {
+    throw Error(what + ": the memory and file selections differ in size");
+  }
+  expect_bytes(elements, memory_type, bytes, what);
+  if (bytes == 0) return;
+  check(H5Dread(dataset, memory_type, memory_space, file_space, H5P_DEFAULT, out), what);
+}
+
+void read_attribute_exact(hid_t attr, hid_t memory_type, void* out, std::size_t bytes,
+                          const std::string& what) {
+  const Handle space = checked(H5Aget_space(attr), H5Sclose, what + ": its dataspace");
+  expect_bytes(selected_elements(space.get(), what), memory_type, bytes, what);
+  if (bytes == 0) return;
+  check(H5Aread(attr, memory_type, out), what);
+}
 
 void Handle::close(const std::string& what) {
   if (id_ < 0 || closer_ == nullptr) return;
@@ -197,13 +263,9 @@ std::string read_string_attribute(hid_t object, const std::string& name) {
   const Handle attr =
       checked(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose, "no attribute " + name);
   const Handle type = checked(H5Aget_type(attr.get()), H5Tclose, "attribute type " + name);
-  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0) {
-    throw Error("attribute " + name + " is not a fixed-length string");
-  }
-  std::string value(H5Tget_size(type.get()), '\0');
-  check(H5Aread(attr.get(), type.get(), value.data()), "cannot read attribute " + name);
-  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
-  return value;
+  std::string value(string_size(type.get(), kMaxAttributeBytes, "attribute " + name), '\0');
+  read_attribute_exact(attr.get(), type.get(), value.data(), value.size(), "attribute " + name);
+  return until_nul(std::move(value));
 }
 
 void write_u64_array_attribute(hid_t object, const std::string& name, const Shape& values) {
@@ -232,15 +294,12 @@ void write_string_dataset(hid_t parent, const std::string& name, const std::stri
 
 std::string read_string_dataset(hid_t dataset, const std::string& what) {
   const Handle type = checked(H5Dget_type(dataset), H5Tclose, what);
-  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0) {
-    throw Error(what + " is not a fixed-length string");
-  }
+  const std::size_t size = string_size(type.get(), kMaxStringBytes, what);
   const Handle space = checked(H5Dget_space(dataset), H5Sclose, what);
   if (H5Sget_simple_extent_type(space.get()) != H5S_SCALAR) throw Error(what + " is not scalar");
-  std::string value(H5Tget_size(type.get()), '\0');
-  check(H5Dread(dataset, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()), what);
-  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
-  return value;
+  std::string value(size, '\0');
+  read_exact(dataset, type.get(), value.data(), value.size(), what);
+  return until_nul(std::move(value));
 }
 
 }  // namespace primus::ckpt::h5

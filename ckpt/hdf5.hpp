@@ -68,12 +68,31 @@ bool type_matches(hid_t type, DType dtype);
 Handle dataspace(const Shape& shape);
 Shape dataset_shape(hid_t dataset);
 
+// The largest string a file may hold in an attribute, and in a string dataset (the rank index
+// and state strings): a file that claims more is refused before anything is allocated.
+inline constexpr std::size_t kMaxAttributeBytes = std::size_t{64} << 10;
+inline constexpr std::size_t kMaxStringBytes = std::size_t{64} << 20;
+
+// The one way this library reads stored values: the whole of `dataset` (or attribute `attr`),
+// or the elements `file_space` selects into `memory_space`, in `memory_type`, into `out`, which
+// holds exactly `bytes`. Refused with Error("<what>: ...") unless the stored element count
+// times the memory type's size is `bytes`, so that a file whose dataspace claims more elements
+// than the caller expects can never write past `out`.
+void read_exact(hid_t dataset, hid_t memory_type, void* out, std::size_t bytes,
+                const std::string& what);
+void read_exact(hid_t dataset, hid_t memory_type, hid_t memory_space, hid_t file_space, void* out,
+                std::size_t bytes, const std::string& what);
+void read_attribute_exact(hid_t attr, hid_t memory_type, void* out, std::size_t bytes,
+                          const std::string& what);
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
+// A fixed-length string attribute of exactly one element, at most kMaxAttributeBytes.
 std::string read_string_attribute(hid_t object, const std::string& name);
 void write_u64_array_attribute(hid_t object, const std::string& name, const Shape& values);
 
 // A scalar fixed-length string dataset (h5py reads it as bytes).
 void write_string_dataset(hid_t parent, const std::string& name, const std::string& value);
+// A scalar fixed-length string dataset of at most kMaxStringBytes.
 std::string read_string_dataset(hid_t dataset, const std::string& what);
 
 }  // namespace primus::ckpt::h5

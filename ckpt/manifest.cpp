@@ -95,11 +95,26 @@ json shape_json(const Shape& shape) {
   return array;
 }
 
+// Deeper than any manifest or index Primus writes (they nest 5 levels): a document nested
+// deeper is refused while it is parsed, before anything walks it recursively (nlohmann's
+// dump() recurses once per level, and a valid array nested 200,000 deep overflowed the stack).
+constexpr int kMaxJsonDepth = 32;
+
 json parse_json(std::string_view text, std::string_view where) {
+  struct TooDeep {};
+  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if (depth > kMaxJsonDepth &&
+        (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start)) {
+      throw TooDeep{};
+    }
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end(), limit_depth);
   } catch (const json::exception& e) {
     corrupt(where, std::string("not valid JSON (") + e.what() + ")");
+  } catch (const TooDeep&) {
+    corrupt(where, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
 }
 
@@ -120,36 +135,53 @@ bool boxes_overlap(const Box& a, const Box& b) {
   return true;
 }
 
-// Parts that span every dimension but the first (the usual sharding) are checked in
-// O(k log k) after sorting by their first offset; other layouts pairwise.
-bool any_overlap(const Shape& global, const std::vector<Box>& parts) {
-  const bool rows_only =
-      !global.empty() && std::all_of(parts.begin(), parts.end(), [&](const Box& p) {
-        for (std::size_t d = 1; d < global.size(); ++d) {
-          if ((*p.offset)[d] != 0 || (*p.shape)[d] != global[d]) return false;
-        }
-        return true;
-      });
-  if (rows_only) {
-    std::vector<const Box*> sorted;
-    for (const Box& p : parts) {
-      if (element_count(*p.shape) != 0) sorted.push_back(&p);
-    }
-    std::sort(sorted.begin(), sorted.end(),
-              [](const Box* a, const Box* b) { return (*a->offset)[0] < (*b->offset)[0]; });
-    for (std::size_t i = 1; i < sorted.size(); ++i) {
-      if ((*sorted[i - 1]->offset)[0] + (*sorted[i - 1]->shape)[0] > (*sorted[i]->offset)[0]) {
-        return true;
-      }
-    }
-    return false;
+enum class Overlap { kNone, kFound, kTooComplex };
+
+// A sweep along the dimension where the parts have the most distinct offsets: sorted by their
+// start there, each part is compared only with the parts still open at its start. Row shards
+// cost O(k log k); a grid of r x c parts at most O(k min(r, c)). A hostile layout that needs
+// more than kMaxComparisons is refused rather than checked for minutes.
+Overlap any_overlap(const Shape& global, const std::vector<Box>& parts) {
+  constexpr std::uint64_t kMaxComparisons = std::uint64_t{100} << 20;
+  std::vector<const Box*> boxes;
+  for (const Box& p : parts) {
+    if (element_count(*p.shape) != 0) boxes.push_back(&p);
   }
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    for (std::size_t j = i + 1; j < parts.size(); ++j) {
-      if (boxes_overlap(parts[i], parts[j])) return true;
+  if (boxes.size() < 2) return Overlap::kNone;
+  if (global.empty()) return Overlap::kFound;  // two parts of a scalar
+  std::size_t axis = 0;
+  std::size_t most = 0;
+  for (std::size_t d = 0; d < global.size(); ++d) {
+    std::vector<std::uint64_t> starts;
+    starts.reserve(boxes.size());
+    for (const Box* b : boxes)
+      starts.push_back((*b->offset)[d]);
+    std::sort(starts.begin(), starts.end());
+    const auto distinct =
+        static_cast<std::size_t>(std::unique(starts.begin(), starts.end()) - starts.begin());
+    if (distinct > most) {
+      most = distinct;
+      axis = d;
     }
   }
-  return false;
+  std::sort(boxes.begin(), boxes.end(),
+            [axis](const Box* a, const Box* b) { return (*a->offset)[axis] < (*b->offset)[axis]; });
+  std::vector<const Box*> open;
+  std::uint64_t comparisons = 0;
+  for (const Box* box : boxes) {
+    const std::uint64_t start = (*box->offset)[axis];
+    open.erase(std::remove_if(
+                   open.begin(), open.end(),
+                   [&](const Box* o) { return (*o->offset)[axis] + (*o->shape)[axis] <= start; }),
+               open.end());
+    comparisons += open.size();
+    if (comparisons > kMaxComparisons) return Overlap::kTooComplex;
+    for (const Box* other : open) {
+      if (boxes_overlap(*other, *box)) return Overlap::kFound;
+    }
+    open.push_back(box);
+  }
+  return Overlap::kNone;
 }
 
 // The one check of a tensor's layout, at commit and at every load: a byte size that fits in
@@ -173,10 +205,16 @@ void check_tiling(std::string_view where, const std::string& name, DType dtype, 
     }
     covered += element_count(*part.shape);
   }
-  if (any_overlap(global, parts)) {
-    corrupt(where, "tensor '" + name +
-                       "' is written twice (overlapping parts); a replicated tensor is added by "
-                       "its owner only");
+  switch (any_overlap(global, parts)) {
+    case Overlap::kNone:
+      break;
+    case Overlap::kFound:
+      corrupt(where, "tensor '" + name +
+                         "' is written twice (overlapping parts); a replicated tensor is added by "
+                         "its owner only");
+    case Overlap::kTooComplex:
+      corrupt(where, "the " + std::to_string(parts.size()) + " parts of tensor '" + name +
+                         "' form a layout too irregular to check");
   }
   if (covered != count) {
     corrupt(where, "the parts of tensor '" + name + "' do not cover its global shape");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "chunking.hpp"
@@ -17,6 +18,8 @@
 namespace primus::ckpt {
 namespace {
 
+// zlib's deflate never compresses better than 1032:1 (its documented limit).
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
 constexpr std::size_t kVerifySlabBytes = std::size_t{64} << 20;
 // One pread of a direct read: large enough to stream, small enough that the CRC32C that follows
 // it finds the bytes still in the CPU's cache.
@@ -73,16 +76,33 @@ void RankFile::check_plain(const std::string& dataset, hid_t handle, std::uint64
     prefix = dataset.substr(0, at);
     H5L_info_t link{};
     h5::check(H5Lget_info(file_.get(), prefix.c_str(), &link, H5P_DEFAULT), prefix);
-    if (link.type != H5L_TYPE_HARD) corrupt(prefix + ": a link to another file");
+    if (link.type != H5L_TYPE_HARD)
+      corrupt(prefix + ": a soft or external link, not the data itself");
   }
   const h5::Handle dcpl = h5::checked(H5Dget_create_plist(handle), H5Pclose, dataset);
   if (H5Pget_external_count(dcpl.get()) != 0 || H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
     corrupt(dataset + ": its data is stored outside the file");
   }
+  const int filters = H5Pget_nfilters(dcpl.get());
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0;
+    std::size_t count = 0;
+    unsigned config = 0;
+    const H5Z_filter_t filter = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &count,
+                                               nullptr, 0, nullptr, &config);
+    if (filter != H5Z_FILTER_DEFLATE) {
+      corrupt(dataset + ": compressed with filter " + std::to_string(filter) +
+              " (Primus reads deflate only)");
+    }
+  }
   const hsize_t stored = H5Dget_storage_size(handle);
   if (stored > size_) corrupt(dataset + ": claims more storage than the file has");
-  if (H5Pget_nfilters(dcpl.get()) == 0 && stored < bytes) {
-    corrupt(dataset + ": holds " + std::to_string(stored) + " bytes of " + std::to_string(bytes));
+  // Deflate cannot shrink data more than about 1032:1 (zlib's bound), so a compressed dataset
+  // that claims more is a compression bomb, refused before anything is allocated or inflated.
+  const std::uint64_t most = filters == 0 ? stored : stored * kMaxDeflateRatio;
+  if (most < bytes) {
+    corrupt(dataset + ": holds " + std::to_string(stored) + " bytes" +
+            (filters == 0 ? "" : " compressed") + " for " + std::to_string(bytes) + " bytes");
   }
 }
 
@@ -105,6 +125,10 @@ h5::Handle RankFile::open_checked(const std::string& dataset, DType dtype,
   return handle;
 }
 
+void RankFile::check(const std::string& dataset, DType dtype, const Shape& shape) const {
+  open_checked(dataset, dtype, shape);
+}
+
 void RankFile::read(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc,
                     void* out, std::size_t bytes) const {
   if (bytes != element_count(shape) * dtype_size(dtype)) corrupt(dataset + ": size mismatch");
@@ -117,7 +141,7 @@ void RankFile::read(const std::string& dataset, DType dtype, const Shape& shape,
   if (bytes > 0) {
     try {
       const h5::Handle type = h5::file_type(dtype);
-      h5::check(H5Dread(handle.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "read");
+      h5::read_exact(handle.get(), type.get(), out, bytes, "read");
     } catch (const Error& e) {
       corrupt(dataset + ": " + e.what());
     }
@@ -221,9 +245,8 @@ void RankFile::verify(const std::string& dataset, DType dtype, const Shape& shap
                                       count.data(), nullptr),
                   "selecting rows");
         const h5::Handle memory = h5::dataspace(Shape(count.begin(), count.end()));
-        h5::check(H5Dread(handle.get(), type.get(), memory.get(), file_space.get(), H5P_DEFAULT,
-                          slab.data()),
-                  "read");
+        h5::read_exact(handle.get(), type.get(), memory.get(), file_space.get(), slab.data(),
+                       static_cast<std::size_t>(n * row_bytes), "read");
         running.update(slab.data(), static_cast<std::size_t>(n * row_bytes));
       }
     } catch (const Error& e) {
@@ -234,6 +257,14 @@ void RankFile::verify(const std::string& dataset, DType dtype, const Shape& shap
 }
 
 std::map<std::string, StateValue> RankFile::state() const {
+  return read_state(true);
+}
+
+void RankFile::check_state() const {
+  read_state(false);
+}
+
+std::map<std::string, StateValue> RankFile::read_state(bool read_values) const {
   std::map<std::string, StateValue> values;
   for (const auto& [key, crc] : index_.state) {
     const std::string dataset = "/state/" + dataset_name(key);
@@ -243,31 +274,41 @@ std::map<std::string, StateValue> RankFile::state() const {
       const H5T_class_t kind = H5Tget_class(type.get());
       const Shape shape = h5::dataset_shape(handle.get());
       check_plain(dataset, handle.get(), element_count(shape) * H5Tget_size(type.get()));
+      const std::size_t size = H5Tget_size(type.get());
+      // A string and an integer are one value; bytes are one dimension.
+      if ((kind == H5T_STRING || (kind == H5T_INTEGER && size == 8)) && element_count(shape) != 1) {
+        corrupt(dataset + ": holds " + std::to_string(element_count(shape)) +
+                " elements where one value was expected");
+      }
+      if (kind == H5T_INTEGER && size == 1 && shape.size() != 1) {
+        corrupt(dataset + ": expected a byte string");
+      }
+      if (kind != H5T_STRING && !(kind == H5T_INTEGER && (size == 8 || size == 1))) {
+        corrupt(dataset + ": not an integer, a string or bytes");
+      }
+      if (!read_values) continue;
       if (kind == H5T_STRING) {
         const std::string text = h5::read_string_dataset(handle.get(), dataset);
         if (crc32c(text.data(), text.size()) != crc) corrupt(dataset + ": checksum mismatch");
         values.emplace(key, text);
-      } else if (kind == H5T_INTEGER && H5Tget_size(type.get()) == 8) {
-        unsigned char bytes[8] = {};
-        h5::check(H5Dread(handle.get(), H5T_STD_I64LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes),
-                  "read");
+      } else if (kind == H5T_INTEGER && size == 8) {
+        unsigned char bytes[8] = {};  // exactly one value: read_exact refuses any other count
+        h5::read_exact(handle.get(), H5T_STD_I64LE, bytes, sizeof bytes, "an integer value");
         if (crc32c(bytes, sizeof bytes) != crc) corrupt(dataset + ": checksum mismatch");
         std::uint64_t value = 0;
         for (int i = 7; i >= 0; --i)
           value = (value << 8) | bytes[i];
         values.emplace(key, static_cast<std::int64_t>(value));
-      } else if (kind == H5T_INTEGER && H5Tget_size(type.get()) == 1) {
-        if (shape.size() != 1) corrupt(dataset + ": expected a byte string");
-        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(shape[0]));
-        if (!bytes.empty()) {
-          h5::check(
-              H5Dread(handle.get(), H5T_STD_U8LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()),
-              "read");
+      } else if (kind == H5T_INTEGER && size == 1) {
+        std::vector<std::uint8_t> bytes;
+        try {
+          bytes.resize(static_cast<std::size_t>(shape[0]));
+        } catch (const std::bad_alloc&) {
+          corrupt(dataset + ": cannot allocate " + std::to_string(shape[0]) + " bytes");
         }
+        h5::read_exact(handle.get(), H5T_STD_U8LE, bytes.data(), bytes.size(), "a byte string");
         if (crc32c(bytes.data(), bytes.size()) != crc) corrupt(dataset + ": checksum mismatch");
         values.emplace(key, std::move(bytes));
-      } else {
-        corrupt(dataset + ": not an integer, a string or bytes");
       }
     } catch (const CorruptCheckpoint&) {
       throw;

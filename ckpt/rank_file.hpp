@@ -24,10 +24,16 @@ class RankFile {
   // The whole part into out (exactly its byte size), verified.
   void read(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc,
             void* out, std::size_t bytes) const;
+  // That the part is a dataset of this file of the dtype and shape, whose storage can hold what
+  // it claims (cheap: nothing is read; quick verification, before anything is allocated).
+  void check(const std::string& dataset, DType dtype, const Shape& shape) const;
   // Reads the part slab by slab (bounded memory) and checks its CRC32C.
   void verify(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc) const;
 
   std::map<std::string, StateValue> state() const;
+  // What state() checks before it reads or allocates anything: every state value is a dataset of
+  // this file whose storage can hold what its dataspace claims (cheap; quick verification).
+  void check_state() const;
 
   // Tells the kernel that the whole file is about to be read (POSIX_FADV_WILLNEED), so that
   // a cold read streams instead of waiting on each chunk in turn.
@@ -42,6 +48,7 @@ class RankFile {
   std::optional<std::uint32_t> read_direct(const std::string& dataset, hid_t handle,
                                            const Shape& shape, std::size_t element, void* out,
                                            std::size_t bytes) const;
+  std::map<std::string, StateValue> read_state(bool read_values) const;
   [[noreturn]] void corrupt(const std::string& what) const;
 
   std::filesystem::path path_;

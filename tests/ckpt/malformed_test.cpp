@@ -597,6 +597,151 @@ TEST(CkptHostile, ShardsThatDoNotTileTheTensorAreRefused) {
   EXPECT_FALSE(verify_problems(dir, Verify::kFull).empty());
 }
 
+// Opens rank 0's file of step `step` under root for writing, lets `edit` change it, and records
+// its new size in the manifest (whose checksum stays right): a crafted rank file.
+void edit_rank_file(const fs::path& root, std::int64_t step,
+                    const std::function<void(hid_t)>& edit) {
+  const fs::path dir = root / step_dir_name(step);
+  const fs::path file = dir / rank_file_name(0);
+  const hid_t h5 = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(h5, 0);
+  edit(h5);
+  ASSERT_GE(H5Fclose(h5), 0);
+  rewrite_manifest(dir, [&](Manifest& m) { m.files[0].size = fs::file_size(file); });
+}
+
+// Every reader of `root` must report step 2 corrupt, naming `want`, and fall back to step 1.
+void expect_step_2_refused(const fs::path& root, const std::string& want) {
+  std::vector<std::string> problems;
+  EXPECT_NO_THROW(problems = verify_problems(root / step_dir_name(2), Verify::kFull));
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems.front().find(want), std::string::npos) << problems.front();
+  EXPECT_THROW(Checkpoint::open(root / step_dir_name(2), Verify::kQuick), CorruptCheckpoint);
+  std::optional<Loaded> loaded;
+  EXPECT_NO_THROW(loaded = load_latest(root, Verify::kFull));
+  EXPECT_TRUE(loaded && loaded->checkpoint.step() == 1);
+  exercise(root);
+}
+
+// h5::read_string_attribute (ckpt/hdf5.cpp) sized its buffer for one string of the attribute's
+// type and let H5Aread fill all of the attribute's elements: a primus_format attribute of 256
+// strings of 16 bytes wrote 4 KiB past a 17-byte buffer on every open of the rank file
+// (ASan: heap-buffer-overflow in H5Aread's copy). Found by a security review; now every read
+// goes through h5::read_exact, which refuses a count that does not fit.
+TEST(CkptHostile, AFormatAttributeOfManyStringsIsRefused) {
+  TempDir root;
+  save(root.path(), 1);
+  save(root.path(), 2);
+  edit_rank_file(root.path(), 2, [](hid_t file) {
+    ASSERT_GE(H5Adelete(file, "primus_format"), 0);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 16);
+    const hsize_t dims[1] = {256};
+    const hid_t space = H5Screate_simple(1, dims, nullptr);
+    std::string values;
+    for (int i = 0; i < 256; ++i)
+      values += "primus-ckpt-rank";  // 16 bytes, no NUL: the first element would match
+    const hid_t attr = H5Acreate2(file, "primus_format", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(attr, 0);
+    ASSERT_GE(H5Awrite(attr, type, values.data()), 0);
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+  });
+  expect_step_2_refused(root.path(), "primus_format");
+}
+
+// RankFile::state read an 8-byte integer state value with H5Dread into an 8-byte stack buffer,
+// whatever the dataset's element count: 512 values of 0x4141... overwrote the stack (in the
+// release build a controlled free and return address followed).
+TEST(CkptHostile, AnIntegerStateOfManyValuesIsRefused) {
+  TempDir root;
+  save(root.path(), 1);
+  save(root.path(), 2);
+  edit_rank_file(root.path(), 2, [](hid_t file) {
+    const std::string name = "/state/" + dataset_name("cursor");
+    ASSERT_GE(H5Ldelete(file, name.c_str(), H5P_DEFAULT), 0);
+    const std::vector<std::int64_t> values(512, 0x4141414141414141);
+    dataset(file, name.c_str(), H5T_STD_I64LE, {values.size()}, values.data());
+  });
+  expect_step_2_refused(root.path(), "512 elements");
+}
+
+// A manifest holding a valid array nested 200,000 deep: nlohmann's dump() (which the checksum
+// check calls) recursed once per level and overflowed the stack, so the reader died instead of
+// falling back. Parsing now refuses documents nested deeper than any Primus writes.
+TEST(CkptHostile, ADeeplyNestedManifestIsRefused) {
+  TempDir root;
+  save(root.path(), 1);
+  save(root.path(), 2);
+  const fs::path manifest = root.path() / step_dir_name(2) / kManifestName;
+  const std::string text = read_bytes(manifest);
+  const std::size_t brace = text.find('{', 1);
+  ASSERT_NE(brace, std::string::npos);
+  const std::size_t depth = 200000;
+  write_bytes(manifest, text.substr(0, brace + 1) + "\"x\": " + std::string(depth, '[') +
+                            std::string(depth, ']') + ", " + text.substr(brace + 1));
+  expect_step_2_refused(root.path(), "nested deeper");
+}
+
+// A state value of 8 GiB of zeros, deflated, in a file of a few kilobytes: the storage check
+// skipped filtered datasets, so quick verification passed and loading the state allocated and
+// inflated 8 GiB. Deflate cannot shrink data more than 1032:1, so the claim is refused before
+// anything is allocated, by quick verification too.
+TEST(CkptHostile, ACompressionBombIsRefusedBeforeItIsInflated) {
+  TempDir root;
+  save(root.path(), 1);
+  save(root.path(), 2);
+  edit_rank_file(root.path(), 2, [](hid_t file) {
+    ASSERT_GE(H5Ldelete(file, "/state/rng", H5P_DEFAULT), 0);
+    const hsize_t dims[1] = {hsize_t{8} << 30};
+    const hsize_t chunk[1] = {hsize_t{1} << 20};
+    const hid_t space = H5Screate_simple(1, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    H5Pset_deflate(dcpl, 9);
+    const hid_t d =
+        H5Dcreate2(file, "/state/rng", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    const std::vector<std::uint8_t> zeros(chunk[0], 0);
+    const hid_t memory = H5Screate_simple(1, chunk, nullptr);
+    const hsize_t start[1] = {0};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, chunk, nullptr);
+    ASSERT_GE(H5Dwrite(d, H5T_STD_U8LE, memory, space, H5P_DEFAULT, zeros.data()), 0);
+    H5Sclose(memory);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+  });
+  EXPECT_LT(fs::file_size(root.path() / step_dir_name(2) / rank_file_name(0)), 1u << 20);
+  expect_step_2_refused(root.path(), "compressed for");
+}
+
+// Only deflate, the one filter Primus writes, is read: any other filter (here HDF5's built-in
+// shuffle) is refused, and filter plugins are never loaded.
+TEST(CkptHostile, AFilterOtherThanDeflateIsRefused) {
+  TempDir root;
+  save(root.path(), 1);
+  save(root.path(), 2);
+  edit_rank_file(root.path(), 2, [](hid_t file) {
+    ASSERT_GE(H5Ldelete(file, "/state/rng", H5P_DEFAULT), 0);
+    const std::vector<std::uint8_t> rng = crash::state_rng(2, 0);
+    const hsize_t dims[1] = {rng.size()};
+    const hid_t space = H5Screate_simple(1, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, dims);
+    H5Pset_shuffle(dcpl);
+    const hid_t d =
+        H5Dcreate2(file, "/state/rng", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    ASSERT_GE(H5Dwrite(d, H5T_STD_U8LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, rng.data()), 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+  });
+  expect_step_2_refused(root.path(), "deflate only");
+}
+
 // RankFile::state (ckpt/rank_file.cpp) allocates a byte state value's size as the file's
 // dataspace says, unbounded: a damaged or crafted /state dataset of 2^42 elements (chunked,
 // so the file stays small) makes full verification allocate 4 TiB. std::bad_alloc (or

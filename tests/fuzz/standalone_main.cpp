@@ -52,5 +52,6 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("replayed %zu inputs\n", count);
-  return ok ? 0 : 1;
+  if (count == 0) std::fprintf(stderr, "no input to replay: a replay of nothing proves nothing\n");
+  return ok && count > 0 ? 0 : 1;
 }

@@ -293,6 +293,77 @@ TEST(CkptManifest, RanksMustAgreeAndCoverEveryTensorOnce) {
   EXPECT_THROW(build_manifest(10, 3, ranks, files_for(2), "t"), CorruptCheckpoint);
 }
 
+// World `rows` x `cols`: rank k holds block (k / cols, k % cols), 2 x 3 elements, of "g".
+std::vector<RankIndex> grid_indexes(std::uint64_t rows, std::uint64_t cols) {
+  std::vector<RankIndex> ranks;
+  const int world = static_cast<int>(rows * cols);
+  for (int k = 0; k < world; ++k) {
+    RankIndex index;
+    index.step = 10;
+    index.rank = k;
+    index.world_size = world;
+    const std::uint64_t r = static_cast<std::uint64_t>(k) / cols;
+    const std::uint64_t c = static_cast<std::uint64_t>(k) % cols;
+    index.parts.push_back(TensorPart{"g",
+                                     DType::kFloat32,
+                                     {rows * 2, cols * 3},
+                                     {r * 2, c * 3},
+                                     {2, 3},
+                                     "/tensors/g",
+                                     static_cast<std::uint32_t>(k)});
+    ranks.push_back(index);
+  }
+  return ranks;
+}
+
+// The overlap check sweeps along the dimension with the most distinct offsets, so that column
+// shards and grids (tensor parallelism) cost about as little as row shards, and an overlap in any
+// of them is found.
+TEST(CkptManifest, OverlapsAreFoundInColumnAndGridLayoutsOfManyParts) {
+  for (const auto& [rows, cols] :
+       {std::pair<std::uint64_t, std::uint64_t>{1, 4096}, {4096, 1}, {64, 64}, {3, 5}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+    const int world = static_cast<int>(rows * cols);
+    auto ranks = grid_indexes(rows, cols);
+    EXPECT_NO_THROW(build_manifest(10, world, ranks, files_for(world), "t"));
+    // The last part moved onto the first: one overlap, one gap, same element count.
+    ranks.back().parts[0].offset = {0, 0};
+    try {
+      build_manifest(10, world, ranks, files_for(world), "t");
+      ADD_FAILURE() << "an overlap was accepted";
+    } catch (const CorruptCheckpoint& e) {
+      EXPECT_NE(std::string(e.what()).find("written twice"), std::string::npos) << e.what();
+    }
+    // A part that overlaps its neighbour by one element only.
+    ranks = grid_indexes(rows, cols);
+    if (cols > 1) {
+      ranks[1].parts[0].offset[1] -= 1;
+    } else {
+      ranks[1].parts[0].offset[0] -= 1;
+    }
+    EXPECT_THROW(build_manifest(10, world, ranks, files_for(world), "t"), CorruptCheckpoint);
+  }
+}
+
+// A document nested deeper than any Primus writes is refused while it is parsed (a valid array
+// nested 200,000 deep overflowed the stack in the recursive dump() of the checksum check).
+TEST(CkptManifest, DeeplyNestedDocumentsAreRefused) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const std::string& text : {"{\"manifest\": " + deep + ", \"crc32c\": \"00000000\"}", deep}) {
+    try {
+      parse_manifest(text, "m");
+      ADD_FAILURE() << "accepted";
+    } catch (const CorruptCheckpoint& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(parse_rank_index(text, "r"), CorruptCheckpoint);
+  }
+  // What Primus writes still parses.
+  const Manifest manifest =
+      build_manifest(10, 2, {rank_index(0, 2, 2), rank_index(1, 2, 2)}, files_for(2), "t");
+  EXPECT_NO_THROW(parse_manifest(to_json(manifest), "m"));
+}
+
 TEST(CkptRetention, KeepsTheNewestEveryKthAndLatest) {
   const std::vector<std::int64_t> steps = {10, 20, 30, 40, 50, 60};
   EXPECT_EQ(steps_to_prune(steps, 2, 0, std::nullopt), (std::vector<std::int64_t>{40, 30, 20, 10}));
