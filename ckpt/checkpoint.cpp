@@ -11,6 +11,7 @@
 #include "primus/ckpt/layout.hpp"
 #include "primus/ckpt/store.hpp"
 #include "rank_file.hpp"
+#include "trust.hpp"
 
 namespace primus::ckpt {
 namespace {
@@ -154,6 +155,13 @@ struct Checkpoint::OpenFiles {
 };
 
 Checkpoint Checkpoint::open(const std::filesystem::path& dir, Verify verify) {
+  require_private(dir.parent_path().empty() ? "." : dir.parent_path(), "the checkpoint root");
+  if (!trust_shared_directories()) {
+    if (const auto why = writable_by_others(dir)) {
+      throw CorruptCheckpoint(dir.string() + ": refused: " + *why +
+                              " (--primus-ckpt-trust-shared to load it anyway)");
+    }
+  }
   Checkpoint checkpoint;
   checkpoint.open_files_ = std::make_shared<OpenFiles>();
   checkpoint.dir_ = dir;
@@ -271,6 +279,7 @@ std::map<std::string, StateValue> Checkpoint::state(int rank) const {
 
 std::optional<Loaded> load_step(const std::filesystem::path& root, std::int64_t step, Verify verify,
                                 std::vector<std::string>* skipped) {
+  require_private(root, "the checkpoint root");
   const std::filesystem::path dir = root / step_dir_name(step);
   std::error_code error;
   if (std::filesystem::symlink_status(dir, error).type() != std::filesystem::file_type::directory) {
@@ -291,6 +300,7 @@ std::optional<Loaded> load_step(const std::filesystem::path& root, std::int64_t 
 
 std::optional<Loaded> load_latest(const std::filesystem::path& root, Verify verify,
                                   std::vector<std::string>* skipped) {
+  require_private(root, "the checkpoint root");
   std::vector<std::string> reasons;
   for (const StepEntry& entry : list_steps(root)) {
     try {

@@ -31,7 +31,11 @@ void replace_file(const std::filesystem::path& path, const std::string& contents
   std::filesystem::path temporary = path;
   temporary += ".tmp";
   {
-    os::UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    os::UniqueFd fd(::open(temporary.c_str(), flags, 0600));
+    if (fd.get() < 0 && errno == EEXIST && ::unlink(temporary.c_str()) == 0) {
+      fd.reset(::open(temporary.c_str(), flags, 0600));
+    }
     if (fd.get() < 0) fail("cannot create", temporary);
     std::size_t done = 0;
     while (done < contents.size()) {
@@ -76,6 +80,42 @@ std::string read_small_file(const std::filesystem::path& path, std::uint64_t max
   }
   contents.resize(done);
   return contents;
+}
+
+os::UniqueFd make_private_directory(const std::filesystem::path& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) fail("cannot create", path);
+  os::UniqueFd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) {
+    if (errno == ELOOP || errno == ENOTDIR) {
+      throw Error(path.string() +
+                  " exists and is not a directory (a symbolic link?): refusing "
+                  "to write a checkpoint there");
+    }
+    fail("cannot open", path);
+  }
+  struct stat st {};
+  if (::fstat(dir.get(), &st) != 0) fail("cannot stat", path);
+  if (st.st_uid != ::geteuid()) {
+    throw Error(path.string() + " belongs to user " + std::to_string(st.st_uid) +
+                ", not to this job's user: refusing to write a checkpoint into it");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw Error(path.string() + " can be written by others (mode " +
+                std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                std::to_string(st.st_mode & 7) + "): refusing to write a checkpoint into it");
+  }
+  return dir;
+}
+
+os::UniqueFd create_new_file(int dir, const std::filesystem::path& dir_path,
+                             const std::string& name) {
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  os::UniqueFd fd(::openat(dir, name.c_str(), flags, 0600));
+  if (fd.get() < 0 && errno == EEXIST && ::unlinkat(dir, name.c_str(), 0) == 0) {
+    fd.reset(::openat(dir, name.c_str(), flags, 0600));
+  }
+  if (fd.get() < 0) fail("cannot create", dir_path / name);
+  return fd;
 }
 
 void rename_path(const std::filesystem::path& from, const std::filesystem::path& to) {

@@ -170,10 +170,10 @@ void check(herr_t rc, const std::string& what) {
   if (rc < 0) throw Error(what + ": " + hdf5_message());
 }
 
-Handle create_file(const std::string& path) {
+Handle create_file(const std::string& path, const std::string& name) {
   const Handle fapl = file_access();
   return checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
-                 "cannot create " + path);
+                 "cannot create " + name);
 }
 
 Handle open_file_readonly(const std::string& path) {

@@ -50,7 +50,8 @@ class Handle {
 Handle checked(hid_t id, Handle::Closer closer, const std::string& what);
 void check(herr_t rc, const std::string& what);
 
-Handle create_file(const std::string& path);         // truncates; file locking off
+// Creates (truncates) the file at `path`; file locking off. `name` is what errors call it.
+Handle create_file(const std::string& path, const std::string& name);
 Handle open_file_readonly(const std::string& path);  // file locking off
 Handle create_group(hid_t parent, const std::string& name);
 Handle open_group(hid_t parent, const std::string& name);

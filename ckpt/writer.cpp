@@ -1,5 +1,9 @@
 #include "primus/ckpt/writer.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <set>
 #include <system_error>
@@ -44,6 +48,7 @@ struct RankWriter::Impl {
   RankIndex index;
   std::set<std::string> datasets;
   std::set<std::string> state_names;
+  os::UniqueFd file_fd;  // the rank file as created; HDF5 opened it through /proc/self/fd
   h5::Handle file;
   h5::Handle tensors;
   h5::Handle state;
@@ -80,17 +85,33 @@ RankWriter::RankWriter(const std::filesystem::path& root, std::int64_t step, int
     throw Error("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
                 ": expected 0 <= rank < world size <= " + std::to_string(kMaxWorldSize));
   }
-  const std::filesystem::path dir = root / temporary_dir_name(step);
+  // A new root is the user's alone (0700), like everything below it; an existing one keeps its
+  // mode (a group that shares checkpoints on purpose loads them with --primus-ckpt-trust-shared).
   std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw Error("cannot create " + dir.string() + ": " + error.message());
+  if (root.has_parent_path()) std::filesystem::create_directories(root.parent_path(), error);
+  if (!error && ::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
+    error = std::error_code(errno, std::generic_category());
+  }
+  if (error) throw Error("cannot create " + root.string() + ": " + error.message());
+  // The temporary directory is this user's alone (0700, refused when someone else made the name
+  // in a shared root), and the rank file is created new inside it through the directory's
+  // descriptor, never through a link another user planted. HDF5 opens the very file that was
+  // created, through /proc/self/fd.
+  const std::filesystem::path dir = root / temporary_dir_name(step);
+  const os::UniqueFd dir_fd = fs::make_private_directory(dir);
   impl_->path = dir / rank_file_name(rank);
+  impl_->file_fd = fs::create_new_file(dir_fd.get(), dir, rank_file_name(rank));
   impl_->options = options;
   impl_->index.version = kFormatVersion;
   impl_->index.step = step;
   impl_->index.rank = rank;
   impl_->index.world_size = world_size;
-  impl_->file = h5::create_file(impl_->path.string());
+  // Without /proc (some containers), the name: the file was just created new in a directory
+  // only this user can write.
+  const std::string through_fd = "/proc/self/fd/" + std::to_string(impl_->file_fd.get());
+  impl_->file =
+      h5::create_file(::access(through_fd.c_str(), W_OK) == 0 ? through_fd : impl_->path.string(),
+                      impl_->path.string());
   h5::write_string_attribute(impl_->file.get(), "primus_format", "primus-ckpt-rank");
   impl_->tensors = h5::create_group(impl_->file.get(), "tensors");
   impl_->state = h5::create_group(impl_->file.get(), "state");
@@ -187,7 +208,9 @@ std::filesystem::path RankWriter::finish() {
   m.tensors.close("closing /tensors in " + m.path.string());
   m.state.close("closing /state in " + m.path.string());
   m.file.close("closing " + m.path.string());
-  fs::fsync_path(m.path);
+  if (::fsync(m.file_fd.get()) != 0 || ::close(m.file_fd.release()) != 0) {
+    throw Error("cannot fsync " + m.path.string() + ": " + std::strerror(errno));
+  }
   m.finished = true;
   return m.path;
 }

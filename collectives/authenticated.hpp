@@ -2,9 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "handshake.hpp"
 #include "socket.hpp"
@@ -18,10 +22,48 @@ Socket connect_authenticated(const std::string& host, std::uint16_t port,
                              const std::string& secret, Deadline deadline, const std::string& peer,
                              int peer_rank);
 
-// Accepts connections until one proves the secret for `purpose` with a rank that
-// accept_rank(rank) allows; returns it with its peer rank set. Every refused connection is
-// reported through log (who, and why) and closed: the caller goes on. Each handshake gets at
-// most `handshake_time` (a silent connection cannot hold the listener past it).
+// Accepts the connections of a listener and runs their handshakes concurrently: every pending
+// handshake has its own short deadline (`handshake_time`), at most kMaxPendingHandshakes run at
+// once (a new connection beyond that displaces the oldest pending one), and refused connections
+// are logged through `log` (who, and why), the first ones each, then one line per hundred. So
+// idle or garbage connections from other users of the node (the port may be known) cannot hold
+// up the peers that do know the secret.
+class Acceptor {
+ public:
+  static constexpr std::size_t kMaxPendingHandshakes = 64;
+
+  Acceptor(const Listener& listener, handshake::Purpose purpose, std::string secret,
+           std::function<bool(std::uint32_t)> accept_rank,
+           std::function<void(const std::string&)> log, std::chrono::milliseconds handshake_time);
+  ~Acceptor();
+  Acceptor(const Acceptor&) = delete;
+  Acceptor& operator=(const Acceptor&) = delete;
+
+  // The next connection that proved the secret for `purpose` with a rank that accept_rank
+  // allows and that this acceptor has not returned before, with its peer rank set; PeerFailure
+  // (peer -1) when none completes before the deadline.
+  Socket next(Deadline deadline);
+
+ private:
+  struct Pending;
+  void take_new_connections();
+  // Advances one handshake with what has arrived; true when it is finished (accepted or not).
+  bool advance(Pending& pending);
+  void refuse(Pending& pending, const std::string& why);
+
+  const Listener& listener_;
+  handshake::Purpose purpose_;
+  std::string secret_;
+  std::function<bool(std::uint32_t)> accept_rank_;
+  std::function<void(const std::string&)> log_;
+  std::chrono::milliseconds handshake_time_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::deque<Socket> ready_;
+  std::set<std::uint32_t> accepted_ranks_;
+  std::uint64_t refused_ = 0;
+};
+
+// One connection through a one-off Acceptor (see there).
 Socket accept_authenticated(const Listener& listener, handshake::Purpose purpose,
                             const std::string& secret, Deadline deadline,
                             const std::function<bool(std::uint32_t)>& accept_rank,

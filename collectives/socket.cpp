@@ -121,6 +121,17 @@ void Socket::recv_all(void* data, std::size_t bytes, Deadline deadline) const {
   }
 }
 
+std::size_t Socket::recv_some(void* data, std::size_t bytes) const {
+  for (;;) {
+    const ssize_t n = ::recv(fd(), data, bytes, 0);
+    if (n > 0) return static_cast<std::size_t>(n);
+    if (n == 0) peer_failure(*this, "closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    peer_failure(*this, std::string("connection lost: ") + std::strerror(errno));
+  }
+}
+
 std::string Socket::local_address() const {
   sockaddr_in address{};
   socklen_t length = sizeof address;
@@ -149,6 +160,22 @@ Listener::Listener(const std::string& address, std::uint16_t port) {
   socklen_t length = sizeof bound;
   ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&bound), &length);
   port_ = ntohs(bound.sin_port);
+}
+
+Socket Listener::try_accept() const {
+  for (;;) {
+    sockaddr_in from{};
+    socklen_t length = sizeof from;
+    const int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&from), &length,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      tune(fd);
+      return Socket(os::UniqueFd(fd), address_text(from), -1);
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Socket();
+    throw CollectiveError(std::string("accept: ") + std::strerror(errno));
+  }
 }
 
 Socket Listener::accept(Deadline deadline) const {

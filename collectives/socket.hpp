@@ -30,6 +30,9 @@ class Socket {
 
   void send_all(const void* data, std::size_t bytes, Deadline deadline) const;
   void recv_all(void* data, std::size_t bytes, Deadline deadline) const;
+  // What has arrived, up to `bytes`, without waiting (0 when nothing has); PeerFailure when the
+  // peer closed the connection or it failed.
+  std::size_t recv_some(void* data, std::size_t bytes) const;
   // The local IPv4 address of this connection ("127.0.0.11").
   std::string local_address() const;
 
@@ -46,6 +49,9 @@ class Listener {
   std::uint16_t port() const { return port_; }
   // The next connection; PeerFailure (peer -1) when none came before the deadline.
   Socket accept(Deadline deadline) const;
+  // A connection that is already waiting, or an invalid Socket when none is (never waits).
+  Socket try_accept() const;
+  int fd() const { return fd_.get(); }
 
  private:
   os::UniqueFd fd_;

@@ -14,7 +14,9 @@
 namespace primus::coll {
 namespace {
 
-constexpr auto kHandshakeTime = std::chrono::seconds(10);
+// One handshake takes a round trip; a connection that has not finished its own in this time is
+// dropped (others run meanwhile: net::Acceptor).
+constexpr auto kHandshakeTime = std::chrono::seconds(3);
 
 std::pair<std::string, std::uint16_t> split_endpoint(const std::string& endpoint, int rank) {
   const auto colon = endpoint.rfind(':');
@@ -52,17 +54,18 @@ class TcpCommunicator final : public Communicator {
           host, port, handshake::Purpose::kPeer, static_cast<std::uint32_t>(rank_), secret,
           deadline, "rank " + std::to_string(peer), peer);
     }
+    net::Acceptor acceptor(
+        listener, handshake::Purpose::kPeer, secret,
+        [this](std::uint32_t r) {
+          return r > static_cast<std::uint32_t>(rank_) && r < static_cast<std::uint32_t>(size_) &&
+                 !peers_[r].valid();
+        },
+        [this](const std::string& what) {
+          std::cerr << "primus: rank " << rank_ << ": " << what << "\n";
+        },
+        kHandshakeTime);
     for (int joined = rank_ + 1; joined < size_; ++joined) {
-      net::Socket socket = net::accept_authenticated(
-          listener, handshake::Purpose::kPeer, secret, deadline,
-          [this](std::uint32_t r) {
-            return r > static_cast<std::uint32_t>(rank_) && r < static_cast<std::uint32_t>(size_) &&
-                   !peers_[r].valid();
-          },
-          [this](const std::string& what) {
-            std::cerr << "primus: rank " << rank_ << ": " << what << "\n";
-          },
-          kHandshakeTime);
+      net::Socket socket = acceptor.next(deadline);
       const auto r = static_cast<std::size_t>(socket.peer_rank());
       peers_[r] = std::move(socket);
     }

@@ -13,7 +13,22 @@ namespace primus::coll {
 namespace {
 
 constexpr std::uint64_t kMaxValueBytes = std::uint64_t{1} << 20;
-constexpr auto kHandshakeTime = std::chrono::seconds(10);
+// What one allgather may hold in all (the values are endpoints and NCCL ids, tens of bytes):
+// without it, rank 0 would hold up to world size x 1 MiB on a peer's say.
+constexpr std::uint64_t kMaxRoundBytes = std::uint64_t{64} << 20;
+
+// Adds a value's size to a round's total; PeerFailure naming `socket` past kMaxRoundBytes.
+void count_round(std::uint64_t& total, const std::string& value, const net::Socket& socket) {
+  total += value.size();
+  if (total > kMaxRoundBytes) {
+    throw PeerFailure(socket.peer() + ": the store round exceeds " +
+                          std::to_string(kMaxRoundBytes >> 20) + " MiB",
+                      socket.peer_rank());
+  }
+}
+// One handshake takes a round trip; a connection that has not finished its own in this time is
+// dropped (others run meanwhile: net::Acceptor).
+constexpr auto kHandshakeTime = std::chrono::seconds(3);
 
 net::Deadline deadline_after(std::chrono::milliseconds timeout) {
   return net::Clock::now() + timeout;
@@ -62,14 +77,15 @@ class TcpStore final : public Bootstrap {
       if (size == 1) return;
       listener_ = std::make_unique<net::Listener>(master_addr, port);
       ranks_.resize(static_cast<std::size_t>(size));
+      net::Acceptor acceptor(
+          *listener_, handshake::Purpose::kStore, secret,
+          [this](std::uint32_t r) {
+            return r > 0 && r < static_cast<std::uint32_t>(size_) && !ranks_[r].valid();
+          },
+          [](const std::string& what) { std::cerr << "primus: store: " << what << "\n"; },
+          kHandshakeTime);
       for (int joined = 1; joined < size; ++joined) {
-        net::Socket peer = net::accept_authenticated(
-            *listener_, handshake::Purpose::kStore, secret, deadline,
-            [this](std::uint32_t r) {
-              return r > 0 && r < static_cast<std::uint32_t>(size_) && !ranks_[r].valid();
-            },
-            [](const std::string& what) { std::cerr << "primus: store: " << what << "\n"; },
-            kHandshakeTime);
+        net::Socket peer = acceptor.next(deadline);
         const auto r = static_cast<std::size_t>(peer.peer_rank());
         ranks_[r] = std::move(peer);
       }
@@ -93,15 +109,30 @@ class TcpStore final : public Bootstrap {
       send_value(store_, mine, deadline);
       std::uint8_t count[4];
       store_.recv_all(count, sizeof count, deadline);
+      std::uint32_t values = 0;
+      for (int i = 3; i >= 0; --i)
+        values = (values << 8) | count[i];
+      if (values != static_cast<std::uint32_t>(size_)) {
+        throw PeerFailure(store_.peer() + ": sent " + std::to_string(values) + " values for " +
+                              std::to_string(size_) + " ranks",
+                          store_.peer_rank());
+      }
       std::vector<std::string> all(static_cast<std::size_t>(size_));
-      for (auto& value : all)
+      std::uint64_t total = 0;
+      for (auto& value : all) {
         value = recv_value(store_, deadline);
+        count_round(total, value, store_);
+      }
       return all;
     }
     std::vector<std::string> all(static_cast<std::size_t>(size_));
     all[0] = mine;
-    for (int r = 1; r < size_; ++r)
-      all[static_cast<std::size_t>(r)] = recv_value(ranks_[static_cast<std::size_t>(r)], deadline);
+    std::uint64_t total = mine.size();
+    for (int r = 1; r < size_; ++r) {
+      const net::Socket& peer = ranks_[static_cast<std::size_t>(r)];
+      all[static_cast<std::size_t>(r)] = recv_value(peer, deadline);
+      count_round(total, all[static_cast<std::size_t>(r)], peer);
+    }
     std::uint8_t count[4];
     for (int i = 0; i < 4; ++i)
       count[i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(size_) >> (8 * i));

@@ -18,6 +18,11 @@ const std::vector<OptionSpec>& option_table() {
        "", "", validators::path,
        "Directory for the job's checkpoints. Default: $PRIMUS_JOB_DIR/ckpt. A relative path is "
        "taken from the submit directory; it must lie under the site's allowed roots, if any."},
+      {"primus-ckpt-trust-shared", "PRIMUS_CKPT_TRUST_SHARED", "ckpt_trust_shared", "",
+       OptionArg::kNone, OptionScope::kUser, "1", "0", validators::boolean,
+       "Load checkpoints from a directory that other users can write (a group-shared or "
+       "world-writable root). Refused by default: a checkpoint is input as trusted as code, and "
+       "in such a directory someone else may have put it."},
       {"primus-job-dir", "PRIMUS_JOB_DIR", "", "PATH", OptionArg::kRequired, OptionScope::kUser, "",
        "", validators::path,
        "Directory for the job's logs and events. Default: primus-$PRIMUS_JOB_ID in the submit "

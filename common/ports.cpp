@@ -1,8 +1,11 @@
 #include "primus/common/ports.hpp"
 
+#include <algorithm>
+#include <array>
 #include <string>
 
 #include "primus/common/error.hpp"
+#include "primus/common/keyed_hash.hpp"
 #include "primus/common/parse_number.hpp"
 
 namespace primus {
@@ -11,12 +14,25 @@ namespace {
 constexpr std::uint64_t kMaxPort = 65535;
 constexpr std::size_t kMaxReservedPorts = 4096;
 
-// SplitMix64 finaliser: spreads consecutive job ids over the slots.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// The job's first slot: SipHash-2-4 of (a label, the job id) keyed with the job secret, so that
+// only the job's own tasks can compute it (another user cannot aim at a job's ports).
+std::uint64_t keyed_slot_hash(std::uint64_t job_id, std::string_view job_secret) {
+  const auto secret = parse_job_secret(job_secret);
+  if (!secret) {
+    throw Error(
+        "PRIMUS_JOB_SECRET: expected 64 hexadecimal digits (the plugin makes one at submit "
+        "time), needed to derive the step's ports");
+  }
+  SipKey key{};
+  std::copy(secret->begin(), secret->begin() + key.size(), key.begin());
+  constexpr std::string_view kLabel = "primus derived port slot";
+  std::array<std::uint8_t, kLabel.size() + 16 + 8> message{};
+  std::copy(kLabel.begin(), kLabel.end(), message.begin());
+  std::copy(secret->begin() + key.size(), secret->end(), message.begin() + kLabel.size());
+  for (int i = 0; i < 8; ++i)
+    message[kLabel.size() + 16 + static_cast<std::size_t>(i)] =
+        static_cast<std::uint8_t>(job_id >> (8 * i));
+  return siphash24(key, message.data(), message.size());
 }
 
 }  // namespace
@@ -72,7 +88,8 @@ std::uint32_t derived_slot_count(PortRange range) noexcept {
 }
 
 std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t step_id,
-                                             PortRange range, std::uint32_t count) {
+                                             PortRange range, std::uint32_t count,
+                                             std::string_view job_secret) {
   if (count > kDerivedPortSlot) {
     throw Error("a step needs " + std::to_string(count) + " ports per node, more than the " +
                 std::to_string(kDerivedPortSlot) +
@@ -83,7 +100,8 @@ std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t
     throw Error("port range " + std::to_string(range.lo) + "-" + std::to_string(range.hi) +
                 " holds fewer than " + std::to_string(kDerivedPortSlot) + " ports");
   }
-  const std::uint64_t slot = (mix(job_id) % slots + step_id % slots) % slots;
+  const std::uint64_t slot =
+      (keyed_slot_hash(job_id, job_secret) % slots + step_id % slots) % slots;
   const std::uint32_t first = range.lo + static_cast<std::uint32_t>(slot) * kDerivedPortSlot;
   std::vector<std::uint16_t> block;
   block.reserve(count);

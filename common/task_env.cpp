@@ -32,7 +32,8 @@ std::optional<std::string> bound_gpus(const Environment& env, const ResolvedOpti
 }
 
 std::vector<std::uint16_t> port_block(const SlurmStep& step, Framework framework,
-                                      const ResolvedOptions& options, std::string& source) {
+                                      const ResolvedOptions& options, std::string_view job_secret,
+                                      std::string& source) {
   if (step.reserved_ports) {
     source = "SLURM_STEP_RESV_PORTS";
     return parse_reserved_ports(*step.reserved_ports);
@@ -41,7 +42,8 @@ std::vector<std::uint16_t> port_block(const SlurmStep& step, Framework framework
   const PortRange range =
       parse_port_range(options.value_or("port-range", "20000-29999"), "port_range");
   return derive_port_block(step.numeric_job_id, step.step_id, range,
-                           ports_needed(framework, step.topology.tasks_per_node().max_tasks()));
+                           ports_needed(framework, step.topology.tasks_per_node().max_tasks()),
+                           job_secret);
 }
 
 Framework framework_of(const ResolvedOptions& options) {
@@ -55,7 +57,9 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
   const SlurmStep step = parse_slurm_step(env);
   const Framework framework = framework_of(options);
   std::string block_source;
-  const std::vector<std::uint16_t> block = port_block(step, framework, options, block_source);
+  const std::string job_secret = lookup(env, "PRIMUS_JOB_SECRET").value_or("");
+  const std::vector<std::uint16_t> block =
+      port_block(step, framework, options, job_secret, block_source);
 
   RankEnvInput in;
   in.framework = framework;
@@ -71,7 +75,7 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
   in.restart_count = step.restart_count;
   in.submit_dir = lookup(env, "SLURM_SUBMIT_DIR").value_or(lookup(env, "PWD").value_or("/"));
   in.bootstrap = lookup(env, "PMIX_RANK") ? Bootstrap::kPmix : Bootstrap::kTcp;
-  in.job_secret = lookup(env, "PRIMUS_JOB_SECRET").value_or("");
+  in.job_secret = job_secret;
   in.cpus_per_rank = step.cpus_per_task;
   in.user_set_omp_num_threads = lookup(env, "OMP_NUM_THREADS").has_value();
   in.cuda_visible_devices = bound_gpus(env, options, step.self);
@@ -84,8 +88,8 @@ EnvList one_machine_environment(const OneMachineJob& job, std::uint32_t rank,
   const Framework framework = framework_of(options);
   const PortRange range =
       parse_port_range(options.value_or("port-range", "20000-29999"), "port_range");
-  const std::vector<std::uint16_t> block =
-      derive_port_block(job.port_seed, 0, range, ports_needed(framework, job.nproc));
+  const std::vector<std::uint16_t> block = derive_port_block(
+      job.port_seed, 0, range, ports_needed(framework, job.nproc), job.job_secret);
 
   RankEnvInput in;
   in.framework = framework;

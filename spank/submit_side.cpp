@@ -2,14 +2,15 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "allowed_roots.hpp"
-#include "job_secret.hpp"
 #include "plugin_state.hpp"
 #include "primus/common/environment.hpp"
 #include "primus/common/error.hpp"
 #include "primus/common/options.hpp"
+#include "primus/os/job_secret.hpp"
 #include "process_environment.hpp"
 
 namespace primus::spank {
@@ -30,10 +31,14 @@ void check_submission(spank_t /*sp*/, bool allocator) {
   const ResolvedOptions& options = *requested;
   check_directories(options, working_directory());
 
-  // One secret per job: a step inside a job keeps the job's.
+  // One secret per job: sbatch and salloc always make a new one (a job submitted from inside a
+  // job must not share the outer job's, or their ranks would accept each other), and so does
+  // an srun that makes its own job; a step inside a job keeps the job's.
   const auto secret = lookup(env, "PRIMUS_JOB_SECRET");
-  if (!secret || !is_job_secret(*secret))
-    set_process_variable("PRIMUS_JOB_SECRET", make_job_secret());
+  const bool inside_a_job = std::getenv("SLURM_JOB_ID") != nullptr;
+  if (allocator || !inside_a_job || !secret || !os::is_job_secret(*secret)) {
+    set_process_variable("PRIMUS_JOB_SECRET", os::make_job_secret());
+  }
 
   // sbatch and salloc: the steps inside see the job's settings as PRIMUS_* variables, since
   // Slurm does not pass sbatch's plugin options on to them.

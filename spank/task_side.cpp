@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "allowed_roots.hpp"
-#include "job_secret.hpp"
 #include "plugin_state.hpp"
 #include "primus/common/environment.hpp"
 #include "primus/common/error.hpp"
 #include "primus/common/options.hpp"
 #include "primus/common/slurm_step.hpp"
 #include "primus/common/task_env.hpp"
+#include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 
 namespace primus::spank {
@@ -98,7 +98,7 @@ void set_task_environment(spank_t sp) {
   const ResolvedOptions& options = *requested;
 
   const auto secret = lookup(env, "PRIMUS_JOB_SECRET");
-  if (!secret || !is_job_secret(*secret)) {
+  if (!secret || !os::is_job_secret(*secret)) {
     throw Error(
         "PRIMUS_JOB_SECRET is missing or malformed: submit the job with srun, sbatch or "
         "salloc and --primus, on a cluster whose plugstack loads primus.so everywhere");

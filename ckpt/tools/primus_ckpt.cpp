@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "primus/ckpt/manifest.hpp"
+#include "render.hpp"
 
 namespace primus::ckpt::tool {
 namespace {
@@ -53,9 +54,18 @@ int run(int argc, char** argv) {
       return kExitOk;
     }
     // The report is printed only when the command returns: an error leaves stdout empty.
+    // Both streams are printed through printable(): names and fields come from the files.
     std::ostringstream out;
-    const int status = command.run(args, out, std::cerr);
-    std::cout << out.str() << std::flush;
+    std::ostringstream err;
+    int status = kExitUsage;
+    try {
+      status = command.run(args, out, err);
+    } catch (...) {
+      std::cerr << printable(err.str(), true);
+      throw;
+    }
+    std::cerr << printable(err.str(), true);
+    std::cout << printable(out.str(), true) << std::flush;
     return status;
   }
   if (first.rfind('-', 0) == 0) throw UsageError("unknown option '" + first + "' (see --help)");
@@ -71,10 +81,10 @@ int main(int argc, char** argv) {
   try {
     return tool::run(argc, argv);
   } catch (const CorruptCheckpoint& e) {
-    std::cerr << "primus-ckpt: " << e.what() << "\n";
+    std::cerr << "primus-ckpt: " << tool::printable(e.what(), false) << "\n";
     return tool::kExitFound;
   } catch (const std::exception& e) {
-    std::cerr << "primus-ckpt: " << e.what() << "\n";
+    std::cerr << "primus-ckpt: " << tool::printable(e.what(), false) << "\n";
     return tool::kExitUsage;
   }
 }

@@ -8,6 +8,8 @@ namespace primus::ckpt::tool {
 
 void Table::add_row(std::vector<std::string> cells) {
   cells.resize(columns_.size());
+  for (std::string& cell : cells)
+    cell = printable(cell, false);
   rows_.push_back(std::move(cells));
 }
 
@@ -121,8 +123,72 @@ std::string format_double(double value) {
   return text;
 }
 
+namespace {
+
+// The length of the UTF-8 sequence at text[at] and its code point, or 0 when it is not one
+// (overlong forms, surrogates and values past U+10FFFF are not).
+std::size_t utf8_sequence(std::string_view text, std::size_t at, char32_t& code) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  std::size_t length = 0;
+  char32_t min = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2, code = lead & 0x1FU, min = 0x80;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3, code = lead & 0x0FU, min = 0x800;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4, code = lead & 0x07U, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (at + length > text.size()) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0U) != 0x80U) return 0;
+    code = (code << 6) | (byte(at + i) & 0x3FU);
+  }
+  if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+  return length;
+}
+
+void append_escape(std::string& out, unsigned char c) {
+  char escaped[8];
+  std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+  out += escaped;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text, bool keep_layout) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    if (c < 0x80) {
+      const bool layout = keep_layout && (c == '\n' || c == '\t');
+      if ((c < 0x20 || c == 0x7F) && !layout) {
+        append_escape(out, c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++at;
+      continue;
+    }
+    char32_t code = 0;
+    const std::size_t length = utf8_sequence(text, at, code);
+    if (length == 0 || (code >= 0x80 && code <= 0x9F)) {
+      for (std::size_t i = 0; i < std::max<std::size_t>(length, 1); ++i)
+        append_escape(out, static_cast<unsigned char>(text[at + i]));
+      at += std::max<std::size_t>(length, 1);
+      continue;
+    }
+    out.append(text.substr(at, length));
+    at += length;
+  }
+  return out;
+}
+
 void print_json(std::ostream& out, const Json& document) {
-  out << document.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  out << document.dump(2, ' ', true, Json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace primus::ckpt::tool

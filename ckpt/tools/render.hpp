@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "primus/ckpt/dtype.hpp"
@@ -46,7 +47,15 @@ std::string quote_truncated(const std::string& text, std::size_t max_chars);
 // A double as printed by diff: "0", "0.5", "1e-07", "nan".
 std::string format_double(double value);
 
-// The document, indented, then a newline. Invalid UTF-8 in strings is replaced, not fatal.
+// Text that is safe on a terminal: C0 control characters (but newline and tab where
+// keep_layout), DEL, C1 control characters (U+0080 to U+009F, which terminals also obey) and
+// bytes that are not UTF-8 become \xNN escapes (a C1 character's two bytes each); backslashes
+// stay as they are. Tensor names, state keys and manifest fields come from files that may be
+// hostile: every table cell and message goes through this.
+std::string printable(std::string_view text, bool keep_layout);
+
+// The document, indented, then a newline. Non-ASCII characters are written as \u escapes;
+// invalid UTF-8 in strings is replaced, not fatal.
 void print_json(std::ostream& out, const Json& document);
 
 }  // namespace primus::ckpt::tool

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "primus/common.hpp"
+#include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 
 extern char** environ;
@@ -93,6 +94,10 @@ int run(int argc, char** argv) {
     job.job_id = "local-" + std::to_string(getpid());
     job.submit_dir = current_dir();
     job.port_seed = static_cast<std::uint64_t>(getpid());
+    // The caller's secret where it is one (a launcher's), else a new one for this run.
+    const auto given = primus::lookup(env, "PRIMUS_JOB_SECRET");
+    job.job_secret =
+        given && primus::os::is_job_secret(*given) ? *given : primus::os::make_job_secret();
     for (std::uint32_t rank = 0; rank < job.nproc; ++rank) {
       std::cout << "# rank " << rank << "\n"
                 << primus::format_environment(

@@ -6,6 +6,7 @@
 #include "primus/common/gpu_binding.hpp"
 #include "primus/common/hostlist.hpp"
 #include "primus/common/json_text.hpp"
+#include "primus/common/keyed_hash.hpp"
 #include "primus/common/master_node.hpp"
 #include "primus/common/options.hpp"
 #include "primus/common/parse_number.hpp"

@@ -1,9 +1,11 @@
 // Measured collision rate of the derived port path (no MpiParams=ports): K unrelated jobs with
-// one step each share a node; how often do two of them get overlapping port blocks? Printed next
+// one step each (and each its own job secret) share a node; how often do two of them get
+// overlapping port blocks? Printed next
 // to the analytic rate for uniform slots, computed in the same run.
 #include <cstdio>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "primus/common/ports.hpp"
@@ -27,7 +29,10 @@ int main() {
         ids.insert(1 + rng() % 50000000);
       for (const std::uint64_t job : ids) {
         const std::uint64_t step = rng() % 4;
-        for (const std::uint16_t port : primus::derive_port_block(job, step, range, 2)) {
+        std::string secret(64, '0');  // each job has its own secret
+        for (char& c : secret)
+          c = "0123456789abcdef"[rng() % 16];
+        for (const std::uint16_t port : primus::derive_port_block(job, step, range, 2, secret)) {
           if (!used.insert(port).second) clash = true;
         }
       }

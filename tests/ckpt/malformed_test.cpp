@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -824,6 +825,81 @@ TEST(CkptHostile, NoTensorDataIsReadFromOutsideTheDirectory) {
     const auto loaded = load_latest(root.path(), Verify::kFull);
     EXPECT_TRUE(loaded && loaded->checkpoint.step() == 1);
   }
+}
+
+// Shared checkpoint roots: another user who can write the root plants names the writer uses.
+// The writer must never write through them (into a file of the planter's choosing, or over a
+// file the job's user owns), and refuses a temporary directory that is not its own.
+class SharedRoot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    victim_ = root_.path() / "victim.txt";
+    write_bytes(victim_, "precious\n");
+    save(root_.path(), 1);
+  }
+  void expect_victim_intact() { EXPECT_EQ(read_bytes(victim_), "precious\n"); }
+
+  TempDir root_;
+  fs::path victim_;
+};
+
+TEST_F(SharedRoot, APlantedLatestTmpLinkIsNotWrittenThrough) {
+  fs::create_symlink(victim_, root_.path() / "LATEST.tmp");
+  save(root_.path(), 2);
+  expect_victim_intact();
+  EXPECT_EQ(read_latest(root_.path()), 2);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(root_.path() / kLatestName)));
+}
+
+TEST_F(SharedRoot, APlantedRankFileLinkIsReplacedNotFollowed) {
+  const fs::path tmp = root_.path() / temporary_dir_name(2);
+  fs::create_directory(tmp);
+  fs::permissions(tmp, fs::perms::owner_all);
+  fs::create_symlink(victim_, tmp / rank_file_name(0));
+  save(root_.path(), 2);
+  expect_victim_intact();
+  EXPECT_TRUE(verify_problems(root_.path() / step_dir_name(2), Verify::kFull).empty());
+}
+
+TEST_F(SharedRoot, ATemporaryDirectoryOthersCanWriteOrALinkIsRefused) {
+  const fs::path tmp = root_.path() / temporary_dir_name(2);
+  fs::create_directory(tmp);
+  fs::permissions(tmp, fs::perms::all);  // 0777: anyone could swap the rank files in it
+  try {
+    RankWriter writer(root_.path(), 2, 0, 1, WriteOptions{});
+    ADD_FAILURE() << "wrote into a directory that others can write";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("can be written by others (mode 777)"), std::string::npos)
+        << e.what();
+  }
+  fs::remove(tmp);
+  const fs::path elsewhere = root_.path() / "elsewhere";
+  fs::create_directory(elsewhere);
+  fs::create_symlink(elsewhere, tmp);
+  try {
+    RankWriter writer(root_.path(), 2, 0, 1, WriteOptions{});
+    ADD_FAILURE() << "wrote through a symbolic link";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  if (::geteuid() == 0) {  // another user's directory (root can make one; CI runs as root)
+    fs::remove(tmp);
+    fs::create_directory(tmp);
+    fs::permissions(tmp, fs::perms::owner_all);
+    ASSERT_EQ(::chown(tmp.c_str(), 65534, 65534), 0);
+    EXPECT_THROW(RankWriter(root_.path(), 2, 0, 1, WriteOptions{}), Error);
+  }
+}
+
+TEST_F(SharedRoot, NewCheckpointsAreTheUsersAlone) {
+  struct stat st {};
+  ASSERT_EQ(::stat((root_.path() / step_dir_name(1)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700U);
+  ASSERT_EQ(::stat((root_.path() / step_dir_name(1) / rank_file_name(0)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
+  ASSERT_EQ(::stat((root_.path() / kLatestName).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
 }
 
 }  // namespace

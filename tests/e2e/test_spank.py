@@ -143,6 +143,49 @@ def test_one_secret_per_job_shared_by_its_steps(testbed):
     assert digests[0] != digests[1], "two jobs got the same secret"
 
 
+NESTED_OUTER = """#!/bin/sh
+#SBATCH --primus
+#SBATCH -N1
+digest() { printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16; }
+echo "OUTER $(digest)"
+sbatch --parsable --primus -N1 -o {inner_out} {inner} > {inner_id}
+"""
+NESTED_INNER = """#!/bin/sh
+digest() { printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16; }
+echo "INNER $(digest)"
+srun sh -c 'echo "STEP $(printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16)"'
+"""
+
+
+def test_a_job_submitted_from_inside_a_job_gets_its_own_secret(testbed):
+    """sbatch always makes a new secret: a job submitted from a job's batch script (which has
+    the outer job's PRIMUS_JOB_SECRET in its environment) gets another one, and its steps share
+    the new one. Before, the inner job inherited the outer secret, so that the two jobs' ranks
+    could authenticate each other."""
+    inner = testbed.write_script("nested-inner.sh", NESTED_INNER)
+    outer = testbed.write_script("nested-outer.sh", NESTED_OUTER.format(
+        inner=inner, inner_out=testbed.workdir / "nested-inner.out",
+        inner_id=testbed.workdir / "nested-inner.id"))
+    job = testbed.sbatch("-o", str(testbed.workdir / "nested-outer.out"), str(outer))
+    inner_job = ""
+    try:
+        testbed.wait_ended([job], 120)
+        inner_job = testbed.wait_for(lambda: testbed.read("nested-inner.id").strip(), 30,
+                                     "the inner job's id")
+        testbed.wait_ended([inner_job], 120)
+    finally:
+        testbed.cancel(job, inner_job)
+    outer_out = testbed.read("nested-outer.out")
+    inner_out = testbed.wait_for(lambda: "STEP" in testbed.read("nested-inner.out")
+                                 and testbed.read("nested-inner.out"), 30, "the inner output")
+    outer_digest = re.search(r"^OUTER (\S+)", outer_out, re.M).group(1)
+    inner_digest = re.search(r"^INNER (\S+)", inner_out, re.M).group(1)
+    step_digest = re.search(r"^STEP (\S+)", inner_out, re.M).group(1)
+    assert EMPTY_DIGEST not in (outer_digest, inner_digest), (outer_out, inner_out)
+    assert inner_digest != outer_digest, "the inner job inherited the outer job's secret"
+    assert step_digest == inner_digest, "the inner job's step does not share its secret"
+
+
 def test_bad_sbatch_option_queues_nothing(testbed):
     before = testbed.job_ids()
     script = testbed.write_script("bad.sh", "#!/bin/sh\n#SBATCH --primus=jax\ntrue\n")

@@ -163,6 +163,21 @@ def test_a_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
     assert np.array_equal(restored.state["w"], np.arange(4.0))
 
 
+def test_a_root_that_others_can_write_is_refused_unless_trusted(tmp_path, monkeypatch):
+    """A checkpoint is input as trusted as code: one in a directory that anyone can write may
+    have been put there by someone else. The load says so, loudly (it does not quietly start
+    from scratch), and --primus-ckpt-trust-shared (PRIMUS_CKPT_TRUST_SHARED=1) loads it."""
+    root = tmp_path / "shared"
+    checkpoint.save({"w": np.arange(3.0)}, 1, dir=root)
+    assert (root.stat().st_mode & 0o777) == 0o700, "a new root is the user's alone"
+    os.chmod(root, 0o777)
+    monkeypatch.delenv("PRIMUS_CKPT_TRUST_SHARED", raising=False)
+    with pytest.raises(RuntimeError, match=r"anyone can write it \(mode 0777\).*trust-shared"):
+        checkpoint.load(root)
+    monkeypatch.setenv("PRIMUS_CKPT_TRUST_SHARED", "1")
+    assert np.array_equal(checkpoint.load(root).state["w"], np.arange(3.0))
+
+
 def test_retention_keeps_the_newest(tmp_path):
     for step in (1, 2, 3, 4):
         checkpoint.save({"w": np.ones(2)}, step, dir=tmp_path, keep_last=2)

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -548,6 +550,116 @@ TEST(CollTcp, AForgedProofIsRefusedAndLoggedByTheStoreAndTheJobGoesOn) {
                               ": failed authentication (not this job's secret, or a replayed "
                               "handshake)\n";
   EXPECT_EQ(outcomes[0].log, refusal) << "rank 0's log";
+}
+
+// Another user of the node knocks on the store while the job starts (its port may be known):
+// 100 connections that send nothing, and 20 that send garbage, all held open for 30 s. Writes
+// one byte to `fd` once they are all open. Runs in a process of its own.
+int flood_the_store(std::uint16_t port, int fd) {
+  try {
+    const auto deadline = net::Clock::now() + std::chrono::seconds(30);
+    std::vector<net::Socket> held;
+    for (int i = 0; i < 120; ++i) {
+      held.push_back(net::connect_to("127.0.0.1", port, deadline, "the store", 0));
+      if (i >= 100) {
+        std::array<std::uint8_t, 64> garbage{};
+        for (std::size_t b = 0; b < garbage.size(); ++b)
+          garbage[b] = static_cast<std::uint8_t>(i * 31 + b * 7);
+        held.back().send_all(garbage.data(), garbage.size(), deadline);
+      }
+    }
+    const char ready = 'r';
+    if (::write(fd, &ready, 1) != 1) return 6;
+    ::close(fd);
+    ::sleep(30);
+    return 0;
+  } catch (const std::exception&) {
+    return 7;
+  }
+}
+
+// The store handshakes its connections one at a time with a 10 s wait for the hello, so idle
+// connections held the job for 10 s each (120 of them: 20 minutes). Handshakes now run
+// concurrently with a short deadline each: the job forms in less time than one old wait, and
+// the refusals are logged at a bounded rate.
+TEST(CollTcp, IdleAndGarbageConnectionsDoNotHoldUpTheBootstrap) {
+  Job job;
+  job.size = 4;
+  job.port = testing::free_port();
+  job.deadline = std::chrono::seconds(60);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t intruder = ::fork();
+  ASSERT_GE(intruder, 0);
+  if (intruder == 0) {
+    ::close(ready[0]);
+    ::_exit(flood_the_store(job.port, ready[1]));
+  }
+  ::close(ready[1]);
+  job.before_connect = [fd = ready[0]](int rank) {
+    if (rank == 0) return;
+    pollfd readable{fd, POLLIN, 0};
+    ::poll(&readable, 1, 60000);
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const auto outcomes = run_ranks(job, [](Communicator& comm, const auto& report) {
+    std::int64_t value = comm.rank() + 1;
+    comm.allreduce(&value, 1, DType::kInt64, ReduceOp::kSum);
+    report("sum " + std::to_string(value));
+  });
+  ::kill(intruder, SIGKILL);
+  int status = 0;
+  ::waitpid(intruder, &status, 0);
+  ::close(ready[0]);
+  std::chrono::steady_clock::time_point last{};
+  for (const auto& outcome : outcomes) {
+    EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 0) << outcome.output;
+    EXPECT_NE(outcome.output.find("sum 10"), std::string::npos) << outcome.output;
+    last = std::max(last, outcome.ended);
+  }
+  // Not a performance bound: with one handshake at a time the job could not form before the
+  // first idle connection's 10 s ran out.
+  EXPECT_LT(last - started, std::chrono::seconds(10)) << "the job waited on the idle connections";
+  const std::string& log = outcomes[0].log;
+  const auto lines = std::count(log.begin(), log.end(), '\n');
+  EXPECT_GE(lines, 1) << "rank 0 logged no refusal: " << log;
+  EXPECT_LE(lines, 12) << "the refusals are not rate-limited: " << log;
+}
+
+// A store (rank 0) that answers an allgather with another number of values than the world has
+// ranks is refused by name, before anything is allocated for them.
+TEST(CollTcp, AStoreThatSendsTheWrongValueCountIsRefused) {
+  const std::string secret = "test-secret-0123456789";
+  const std::uint16_t port = testing::free_port();
+  const net::Listener listener("127.0.0.1", port);
+  std::thread fake_store([&] {
+    try {
+      const auto deadline = net::Clock::now() + std::chrono::seconds(20);
+      net::Acceptor acceptor(
+          listener, handshake::Purpose::kStore, secret, [](std::uint32_t r) { return r == 1; }, {},
+          std::chrono::seconds(5));
+      const net::Socket rank1 = acceptor.next(deadline);
+      std::uint8_t header[8];
+      rank1.recv_all(header, sizeof header, deadline);
+      std::string value(header[0], '\0');
+      rank1.recv_all(value.data(), value.size(), deadline);
+      const std::uint8_t count[4] = {0xFF, 0xFF, 0xFF, 0x7F};  // 2^31 - 1 values for 2 ranks
+      rank1.send_all(count, sizeof count, deadline);
+      std::uint8_t more = 0;
+      rank1.recv_all(&more, 1, deadline);  // until rank 1 hangs up
+    } catch (const std::exception&) {
+    }
+  });
+  try {
+    const auto store =
+        tcp_store_bootstrap(1, 2, "127.0.0.1", port, secret, std::chrono::seconds(20));
+    store->allgather("endpoint", std::chrono::seconds(20));
+    ADD_FAILURE() << "the wrong count was accepted";
+  } catch (const PeerFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("sent 2147483647 values for 2 ranks"), std::string::npos)
+        << e.what();
+  }
+  fake_store.join();
 }
 
 // The hang guard of run_ranks: a rank that never finishes is killed at Job::deadline and the

@@ -78,6 +78,7 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_MASTER_PORT", "auto"},
       {"PRIMUS_BIND_GPUS", "auto"},
       {"PRIMUS_VERBOSE", "0"},
+      {"PRIMUS_CKPT_TRUST_SHARED", "0"},
   };
   EXPECT_EQ(env, expected);
 }

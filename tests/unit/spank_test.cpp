@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "../../spank/allowed_roots.hpp"
-#include "../../spank/job_secret.hpp"
 #include "primus/common/error.hpp"
+#include "primus/os/job_secret.hpp"
 
 namespace primus::spank {
 namespace {
@@ -61,14 +61,14 @@ TEST_F(AllowedRoots, InsideIsAcceptedOutsideIsNamed) {
 TEST(JobSecret, RandomHexOf64Digits) {
   std::set<std::string> seen;
   for (int i = 0; i < 100; ++i) {
-    const std::string secret = make_job_secret();
-    EXPECT_TRUE(is_job_secret(secret)) << secret;
+    const std::string secret = os::make_job_secret();
+    EXPECT_TRUE(os::is_job_secret(secret)) << secret;
     EXPECT_TRUE(seen.insert(secret).second);
   }
-  EXPECT_FALSE(is_job_secret(""));
-  EXPECT_FALSE(is_job_secret(std::string(63, 'a')));
-  EXPECT_FALSE(is_job_secret(std::string(64, 'A')));
-  EXPECT_FALSE(is_job_secret(std::string(63, 'a') + "g"));
+  EXPECT_FALSE(os::is_job_secret(""));
+  EXPECT_FALSE(os::is_job_secret(std::string(63, 'a')));
+  EXPECT_FALSE(os::is_job_secret(std::string(64, 'A')));
+  EXPECT_FALSE(os::is_job_secret(std::string(63, 'a') + "g"));
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 namespace primus {
 namespace {
 
+// A job secret of the form the plugin makes (64 lowercase hex digits).
+const std::string kSecret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
 std::map<std::string, std::string> as_map(const EnvList& list) {
   return {list.begin(), list.end()};
 }
@@ -27,7 +30,7 @@ Environment gpu_task() {
           {"SLURM_LOCALID", "1"},
           {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},
           {"SLURM_SUBMIT_DIR", "/home/u"},
-          {"PRIMUS_JOB_SECRET", "k"}};
+          {"PRIMUS_JOB_SECRET", kSecret}};
 }
 
 std::string address_of(const std::string& host) {
@@ -43,7 +46,7 @@ TEST(SlurmTaskEnvironment, BindsADisjointGpuBlockAndUsesTheFirstNodeAddress) {
   EXPECT_EQ(env.at("LOCAL_RANK"), "1");
   EXPECT_EQ(env.at("PRIMUS_BOOTSTRAP"), "tcp");
   EXPECT_EQ(env.at("PRIMUS_JOB_DIR"), "/home/u/primus-310");
-  EXPECT_EQ(env.at("PRIMUS_JOB_SECRET"), "k");
+  EXPECT_EQ(env.at("PRIMUS_JOB_SECRET"), kSecret);
 }
 
 TEST(SlurmTaskEnvironment, TakesMasterAddrFromSrunsNodeAddrForTheFirstNodeOnly) {
@@ -94,7 +97,8 @@ TEST(SlurmTaskEnvironment, PortsFromSlurmReservationOrDerived) {
 
   task.erase("SLURM_STEP_RESV_PORTS");
   env = as_map(slurm_task_environment(task, options, address_of));
-  const auto block = derive_port_block(310, 2, PortRange{20000, 29999}, 2);
+  const auto block =
+      derive_port_block(310, 2, PortRange{20000, 29999}, 2, task.at("PRIMUS_JOB_SECRET"));
   EXPECT_EQ(env.at("MASTER_PORT"), std::to_string(block[0]));
   EXPECT_EQ(env.at("PRIMUS_PORT"), std::to_string(block[1]));
 }
@@ -118,6 +122,7 @@ TEST(OneMachineEnvironment, EveryRankOnLocalhost) {
   job.hostname = "box";
   job.job_id = "local-1";
   job.submit_dir = "/w";
+  job.job_secret = kSecret;
   const ResolvedOptions options = ResolvedOptions::resolve({});
   std::string master_port;
   for (std::uint32_t rank = 0; rank < 3; ++rank) {

@@ -71,7 +71,10 @@ struct Loaded {
 };
 
 // The newest committed checkpoint under root that verifies (or the one of `step`), else
-// nullopt; what was skipped and why is in `skipped`, also when nothing was found.
+// nullopt; what was skipped and why is in `skipped`, also when nothing was found. A root that
+// users other than this one can write is refused with Error (a step directory they can write is
+// skipped), unless PRIMUS_CKPT_TRUST_SHARED is 1 (--primus-ckpt-trust-shared): a checkpoint is
+// input as trusted as code. Checkpoint::open refuses the same.
 std::optional<Loaded> load_latest(const std::filesystem::path& root, Verify verify = Verify::kQuick,
                                   std::vector<std::string>* skipped = nullptr);
 std::optional<Loaded> load_step(const std::filesystem::path& root, std::int64_t step,

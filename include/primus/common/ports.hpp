@@ -1,5 +1,6 @@
 // The block of TCP ports a step uses on every node: from Slurm's reservation
-// (SLURM_STEP_RESV_PORTS, with MpiParams=ports=LO-HI) or derived from (job id, step id).
+// (SLURM_STEP_RESV_PORTS, with MpiParams=ports=LO-HI) or derived from (job id, step id) under
+// the job secret.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +24,16 @@ std::vector<std::uint16_t> parse_reserved_ports(std::string_view text);
 // The derived path hands out aligned slots of this many ports.
 constexpr std::uint32_t kDerivedPortSlot = 32;
 
-// A slot of `range` chosen from (job_id, step_id): consecutive steps of one job take consecutive
-// slots (mod the slot count), so that no two steps of one job collide while the job has fewer
-// live steps than slots; unrelated jobs collide with probability 1/slots per pair. Returns the
-// first `count` ports of the slot. Throws Error when count > kDerivedPortSlot or the range holds
-// no slot.
+// A slot of `range` chosen from (job_id, step_id) under the job secret (64 hex digits): the
+// job's first slot is a keyed hash (SipHash-2-4) of its id, so that other users, who lack the
+// secret, cannot compute it; consecutive steps of one job take consecutive slots (mod the slot
+// count), so that no two steps of one job collide while the job has fewer live steps than slots;
+// unrelated jobs collide with probability 1/slots per pair. Returns the first `count` ports of
+// the slot. Throws Error when count > kDerivedPortSlot, the range holds no slot, or the secret
+// is not 64 hex digits.
 std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t step_id,
-                                             PortRange range, std::uint32_t count);
+                                             PortRange range, std::uint32_t count,
+                                             std::string_view job_secret);
 
 // Number of slots in `range` for the derived path.
 std::uint32_t derived_slot_count(PortRange range) noexcept;

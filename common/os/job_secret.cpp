@@ -1,15 +1,16 @@
-#include "job_secret.hpp"
+#include "primus/os/job_secret.hpp"
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "primus/common/error.hpp"
+#include "primus/common/keyed_hash.hpp"
 
-namespace primus::spank {
+namespace primus::os {
 
 std::string make_job_secret() {
   // The kernel's CSPRNG (getrandom(2) blocks only until it is seeded, at boot). Not OpenSSL:
@@ -36,14 +37,8 @@ std::string make_job_secret() {
 }
 
 bool is_job_secret(std::string_view text) {
-  if (text.size() != 64) return false;
-  for (const char c : text) {
-    if (!std::isxdigit(static_cast<unsigned char>(c)) ||
-        std::isupper(static_cast<unsigned char>(c))) {
-      return false;
-    }
-  }
-  return true;
+  return std::none_of(text.begin(), text.end(), [](char c) { return c >= 'A' && c <= 'F'; }) &&
+         parse_job_secret(text).has_value();
 }
 
-}  // namespace primus::spank
+}  // namespace primus::os
