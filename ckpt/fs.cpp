@@ -1,6 +1,7 @@
 #include "fs.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +106,18 @@ os::UniqueFd make_private_directory(const std::filesystem::path& path) {
                 std::to_string(st.st_mode & 7) + "): refusing to write a checkpoint into it");
   }
   return dir;
+}
+
+void mark_in_use(int dir) {
+  while (::flock(dir, LOCK_SH) != 0 && errno == EINTR) {
+  }
+}
+
+bool in_use(const std::filesystem::path& path) {
+  os::UniqueFd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) return false;
+  if (::flock(dir.get(), LOCK_EX | LOCK_NB) == 0) return false;  // released when dir closes
+  return errno == EWOULDBLOCK;
 }
 
 os::UniqueFd create_new_file(int dir, const std::filesystem::path& dir_path,

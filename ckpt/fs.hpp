@@ -21,6 +21,11 @@ void replace_file(const std::filesystem::path& path, const std::string& contents
 // Error that says why (a shared checkpoint root where another user made the name first).
 // Returns the directory opened (O_DIRECTORY | O_NOFOLLOW), checked through that descriptor.
 os::UniqueFd make_private_directory(const std::filesystem::path& path);
+// Marks the open directory `dir` as in use by a live writer (a shared flock, released when the
+// descriptor closes; best effort: file systems without locks keep no mark).
+void mark_in_use(int dir);
+// Whether a live writer marked the directory at `path` (prune leaves such a directory alone).
+bool in_use(const std::filesystem::path& path);
 // Creates `name` in the directory `dir` as a new, empty file of mode 0600 (unlinking what
 // stood there, never following it) and returns it opened for writing.
 os::UniqueFd create_new_file(int dir, const std::filesystem::path& dir_path,

@@ -23,6 +23,25 @@ namespace {
 
 constexpr std::string_view kOldPrefix = ".old-";
 
+// The name commit() gives a replaced step while it swaps in the new one: .old-step-N-<pid>.
+std::string displaced_name(std::int64_t step) {
+  return std::string(kOldPrefix) + step_dir_name(step) + "-" + std::to_string(::getpid());
+}
+
+bool is_displaced_name(const std::string& name) {
+  if (name.compare(0, kOldPrefix.size(), kOldPrefix) != 0) return false;
+  const std::size_t dash = name.rfind('-');
+  if (dash == std::string::npos || dash + 1 == name.size() || dash < kOldPrefix.size()) {
+    return false;
+  }
+  const std::string pid = name.substr(dash + 1);
+  if (pid.size() > 10 ||
+      !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  return parse_step_dir_name(name.substr(kOldPrefix.size(), dash - kOldPrefix.size())).has_value();
+}
+
 std::string utc_now() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -104,8 +123,7 @@ CommitResult commit(const std::filesystem::path& root, std::int64_t step, int wo
     } else if (errno == EINVAL || errno == ENOSYS) {
       // A file system without the exchange (some network file systems): move the old copy
       // aside first; a crash in between leaves it under .old-step-N-<pid>.
-      displaced =
-          root / (std::string(kOldPrefix) + step_dir_name(step) + "-" + std::to_string(::getpid()));
+      displaced = root / displaced_name(step);
       fs::rename_path(final_dir, displaced);
       fs::rename_path(temporary, final_dir);
     } else {
@@ -126,7 +144,7 @@ CommitResult commit(const std::filesystem::path& root, std::int64_t step, int wo
     if (!displaced.empty()) fs::remove_tree(displaced);
     for (const std::filesystem::path& path : entries(root)) {
       const auto older = parse_temporary_dir_name(path.filename().string());
-      if (older && *older < step) fs::remove_tree(path);
+      if (older && *older < step && !fs::in_use(path)) fs::remove_tree(path);
     }
   } catch (const Error&) {
   }
@@ -195,15 +213,15 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
       plan.remove.push_back(root / step_dir_name(step));
     }
   }
-  // Leftovers of saves that never committed, older than the newest committed step, and of
-  // replaced steps.
+  // Leftovers of saves that never committed, of steps not newer than the newest committed
+  // one, whose writers are gone (a re-save of a step in progress is left alone), and of
+  // replaced steps: only names that the library makes.
   const std::int64_t newest = steps.empty() ? -1 : steps.front().step;
   std::vector<std::filesystem::path> leftovers;
   for (const std::filesystem::path& path : entries(root)) {
     const std::string name = path.filename().string();
     const auto temporary = parse_temporary_dir_name(name);
-    if ((temporary && *temporary <= newest) ||
-        name.compare(0, kOldPrefix.size(), kOldPrefix) == 0) {
+    if ((temporary && *temporary <= newest && !fs::in_use(path)) || is_displaced_name(name)) {
       leftovers.push_back(path);
     }
   }

@@ -48,6 +48,7 @@ struct RankWriter::Impl {
   RankIndex index;
   std::set<std::string> datasets;
   std::set<std::string> state_names;
+  os::UniqueFd dir_fd;   // the temporary directory, marked in use while this writer lives
   os::UniqueFd file_fd;  // the rank file as created; HDF5 opened it through /proc/self/fd
   h5::Handle file;
   h5::Handle tensors;
@@ -98,9 +99,10 @@ RankWriter::RankWriter(const std::filesystem::path& root, std::int64_t step, int
   // descriptor, never through a link another user planted. HDF5 opens the very file that was
   // created, through /proc/self/fd.
   const std::filesystem::path dir = root / temporary_dir_name(step);
-  const os::UniqueFd dir_fd = fs::make_private_directory(dir);
+  impl_->dir_fd = fs::make_private_directory(dir);
+  fs::mark_in_use(impl_->dir_fd.get());  // prune leaves the directory of a live writer alone
   impl_->path = dir / rank_file_name(rank);
-  impl_->file_fd = fs::create_new_file(dir_fd.get(), dir, rank_file_name(rank));
+  impl_->file_fd = fs::create_new_file(impl_->dir_fd.get(), dir, rank_file_name(rank));
   impl_->options = options;
   impl_->index.version = kFormatVersion;
   impl_->index.step = step;

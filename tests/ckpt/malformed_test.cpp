@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -900,6 +901,45 @@ TEST_F(SharedRoot, NewCheckpointsAreTheUsersAlone) {
   EXPECT_EQ(st.st_mode & 0777, 0600U);
   ASSERT_EQ(::stat((root_.path() / kLatestName).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600U);
+}
+
+bool plans_to_remove(const PrunePlan& plan, const fs::path& path) {
+  return std::find(plan.remove.begin(), plan.remove.end(), path) != plan.remove.end();
+}
+
+// prune removed any entry named .old-*, and the temporary directory of a step being saved
+// again while its writer was still at work. It now removes only the names the library makes,
+// and leaves the temporary directory of a live writer (marked with a shared flock) alone.
+TEST(CkptPrune, OnlyTheLibrarysOwnLeftoversAndNeverALiveWritersDirectory) {
+  TempDir root;
+  save(root.path(), 1);
+  save(root.path(), 2);
+  const fs::path notes = root.path() / ".old-notes";
+  write_bytes(notes, "mine\n");
+  const fs::path lookalike = root.path() / ".old-step-1-x";
+  fs::create_directory(lookalike);
+  const fs::path displaced = root.path() / ".old-step-000000000001-123";
+  fs::create_directory(displaced);
+  const fs::path stale = root.path() / temporary_dir_name(1);
+  fs::create_directory(stale);
+  const fs::path resaving = root.path() / temporary_dir_name(2);
+  {
+    RankWriter live(root.path(), 2, 0, 1, WriteOptions{});  // a re-save of step 2, at work
+    const PrunePlan plan = prune_plan(root.path(), 10);
+    EXPECT_TRUE(plans_to_remove(plan, displaced));
+    EXPECT_TRUE(plans_to_remove(plan, stale));
+    EXPECT_FALSE(plans_to_remove(plan, notes));
+    EXPECT_FALSE(plans_to_remove(plan, lookalike));
+    EXPECT_FALSE(plans_to_remove(plan, resaving)) << "removed a live writer's directory";
+  }
+  // The writer is gone (as after a crash): its directory is a leftover now.
+  EXPECT_TRUE(plans_to_remove(prune_plan(root.path(), 10), resaving));
+  prune(root.path(), 10);
+  EXPECT_TRUE(fs::exists(notes));
+  EXPECT_TRUE(fs::exists(lookalike));
+  EXPECT_FALSE(fs::exists(displaced));
+  EXPECT_FALSE(fs::exists(resaving));
+  EXPECT_EQ(load_latest(root.path())->checkpoint.step(), 2);
 }
 
 }  // namespace
