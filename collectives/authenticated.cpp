@@ -18,8 +18,13 @@ Socket connect_authenticated(const std::string& host, std::uint16_t port,
   handshake::Challenge challenge{};
   socket.recv_all(challenge.data(), challenge.size(), deadline);
   handshake::Proof proof{};
-  if (!handshake::check_challenge(secret, hello, challenge, proof)) {
-    throw PeerFailure(socket.peer() + ": it does not know the job secret (PRIMUS_JOB_SECRET)",
+  if (peer_rank < 0) throw CollectiveError("connect_authenticated: the peer's rank is unknown");
+  if (!handshake::check_challenge(secret, hello, challenge, static_cast<std::uint32_t>(peer_rank),
+                                  proof)) {
+    throw PeerFailure(socket.peer() +
+                          ": it does not know the job secret (PRIMUS_JOB_SECRET), or belongs to "
+                          "another job, step or world size, or is not rank " +
+                          std::to_string(peer_rank),
                       peer_rank);
   }
   socket.send_all(proof.data(), proof.size(), deadline);
@@ -50,12 +55,13 @@ struct Acceptor::Pending {
   bool challenged = false;  // the hello arrived and the challenge went out: reading the proof
 };
 
-Acceptor::Acceptor(const Listener& listener, handshake::Purpose purpose, std::string secret,
-                   std::function<bool(std::uint32_t)> accept_rank,
+Acceptor::Acceptor(const Listener& listener, handshake::Purpose purpose, std::uint32_t my_rank,
+                   std::string secret, std::function<bool(std::uint32_t)> accept_rank,
                    std::function<void(const std::string&)> log,
                    std::chrono::milliseconds handshake_time)
     : listener_(listener),
       purpose_(purpose),
+      my_rank_(my_rank),
       secret_(std::move(secret)),
       accept_rank_(std::move(accept_rank)),
       log_(std::move(log)),
@@ -102,7 +108,8 @@ bool Acceptor::advance(Pending& p) {
       }
       p.rank = fields->rank;
       p.nonce = handshake::fresh_nonce();
-      const handshake::Challenge challenge = handshake::make_challenge(secret_, p.hello, p.nonce);
+      const handshake::Challenge challenge =
+          handshake::make_challenge(secret_, p.hello, p.nonce, my_rank_);
       p.socket.send_all(challenge.data(), challenge.size(), p.until);
       p.challenged = true;
       p.got = 0;
@@ -111,7 +118,7 @@ bool Acceptor::advance(Pending& p) {
     p.got += p.socket.recv_some(p.proof.data() + p.got, p.proof.size() - p.got);
     if (p.got < p.proof.size()) return false;
     std::string why;
-    if (!handshake::check_proof(secret_, p.hello, p.nonce, p.proof)) {
+    if (!handshake::check_proof(secret_, p.hello, p.nonce, my_rank_, p.proof)) {
       why = "failed authentication (not this job's secret, or a replayed handshake)";
     } else if (!accept_rank_(p.rank) || accepted_ranks_.count(p.rank) != 0) {
       why = "claims rank " + std::to_string(p.rank) + ", which is not expected here";
@@ -183,11 +190,11 @@ Socket Acceptor::next(Deadline deadline) {
 }
 
 Socket accept_authenticated(const Listener& listener, handshake::Purpose purpose,
-                            const std::string& secret, Deadline deadline,
+                            std::uint32_t my_rank, const std::string& secret, Deadline deadline,
                             const std::function<bool(std::uint32_t)>& accept_rank,
                             const std::function<void(const std::string&)>& log,
                             std::chrono::milliseconds handshake_time) {
-  Acceptor acceptor(listener, purpose, secret, accept_rank, log, handshake_time);
+  Acceptor acceptor(listener, purpose, my_rank, secret, accept_rank, log, handshake_time);
   return acceptor.next(deadline);
 }
 

@@ -15,8 +15,8 @@
 
 namespace primus::coll::net {
 
-// Connects to host:port as `my_rank` and proves the secret; the peer must prove it too.
-// PeerFailure when it cannot, or refuses us.
+// Connects to host:port as `my_rank` and proves the key (a session key) to rank `peer_rank`;
+// the peer must prove it too, as that rank. PeerFailure when it cannot, or refuses us.
 Socket connect_authenticated(const std::string& host, std::uint16_t port,
                              handshake::Purpose purpose, std::uint32_t my_rank,
                              const std::string& secret, Deadline deadline, const std::string& peer,
@@ -32,8 +32,9 @@ class Acceptor {
  public:
   static constexpr std::size_t kMaxPendingHandshakes = 64;
 
-  Acceptor(const Listener& listener, handshake::Purpose purpose, std::string secret,
-           std::function<bool(std::uint32_t)> accept_rank,
+  // my_rank: the rank this listener belongs to (every MAC covers it).
+  Acceptor(const Listener& listener, handshake::Purpose purpose, std::uint32_t my_rank,
+           std::string secret, std::function<bool(std::uint32_t)> accept_rank,
            std::function<void(const std::string&)> log, std::chrono::milliseconds handshake_time);
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
@@ -53,6 +54,7 @@ class Acceptor {
 
   const Listener& listener_;
   handshake::Purpose purpose_;
+  std::uint32_t my_rank_;
   std::string secret_;
   std::function<bool(std::uint32_t)> accept_rank_;
   std::function<void(const std::string&)> log_;
@@ -65,7 +67,7 @@ class Acceptor {
 
 // One connection through a one-off Acceptor (see there).
 Socket accept_authenticated(const Listener& listener, handshake::Purpose purpose,
-                            const std::string& secret, Deadline deadline,
+                            std::uint32_t my_rank, const std::string& secret, Deadline deadline,
                             const std::function<bool(std::uint32_t)>& accept_rank,
                             const std::function<void(const std::string&)>& log,
                             std::chrono::milliseconds handshake_time);

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "handshake.hpp"
 #include "primus/collectives/communicator.hpp"
 #include "primus/os/node_address.hpp"
 
@@ -61,22 +62,29 @@ std::string address_for_peers(const BootstrapSettings& settings) {
 std::unique_ptr<Bootstrap> make_bootstrap(const BootstrapSettings& settings,
                                           std::chrono::milliseconds timeout) {
   if (settings.method == "tcp") {
+    const std::string key = handshake::session_key(
+        settings.secret, {settings.job, settings.step, static_cast<std::uint32_t>(settings.size)});
     return tcp_store_bootstrap(settings.rank, settings.size, settings.master_addr, settings.port,
-                               settings.secret, timeout);
+                               key, timeout);
   }
   return pmix_bootstrap(address_for_peers(settings));
 }
 
-std::unique_ptr<Communicator> connect_from_environment(Options options) {
+std::unique_ptr<Communicator> connect_from_environment(Options options,
+                                                       const std::optional<std::string>& secret) {
   const BootstrapSettings settings =
-      bootstrap_settings([](const std::string& name) -> std::optional<std::string> {
+      bootstrap_settings([&](const std::string& name) -> std::optional<std::string> {
+        if (name == "PRIMUS_JOB_SECRET" && secret) return *secret;
         const char* value = std::getenv(name.c_str());
         if (value == nullptr) return std::nullopt;
         return std::string(value);
       });
   if (!options.timeout) options.timeout = settings.timeout.value_or(kDefaultTimeout);
   const auto bootstrap = make_bootstrap(settings, *options.timeout);
-  return tcp_communicator(*bootstrap, settings.secret, options);
+  const std::string key = handshake::session_key(
+      settings.secret,
+      {settings.job, settings.step, static_cast<std::uint32_t>(bootstrap->size())});
+  return tcp_communicator(*bootstrap, key, options);
 }
 
 }  // namespace primus::coll

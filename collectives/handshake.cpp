@@ -31,21 +31,30 @@ std::uint32_t get_u32(const std::uint8_t* in) {
   return value;
 }
 
-std::array<std::uint8_t, kMacBytes> mac(const std::string& secret, std::string_view label,
-                                        const Hello& hello, const Nonce& nonce) {
-  std::vector<std::uint8_t> message;
-  message.reserve(label.size() + hello.size() + nonce.size());
-  message.insert(message.end(), label.begin(), label.end());
-  message.insert(message.end(), hello.begin(), hello.end());
-  message.insert(message.end(), nonce.begin(), nonce.end());
+std::array<std::uint8_t, kMacBytes> hmac(const std::string& key,
+                                         const std::vector<std::uint8_t>& message) {
   std::array<std::uint8_t, kMacBytes> out{};
   unsigned int length = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(),
-           message.size(), out.data(), &length) == nullptr ||
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(),
+           out.data(), &length) == nullptr ||
       length != out.size()) {
     throw Error("HMAC-SHA256 failed (OpenSSL)");
   }
   return out;
+}
+
+std::array<std::uint8_t, kMacBytes> mac(const std::string& key, std::string_view label,
+                                        const Hello& hello, const Nonce& nonce,
+                                        std::uint32_t acceptor_rank) {
+  std::vector<std::uint8_t> message;
+  message.reserve(label.size() + hello.size() + nonce.size() + 4);
+  message.insert(message.end(), label.begin(), label.end());
+  message.insert(message.end(), hello.begin(), hello.end());
+  message.insert(message.end(), nonce.begin(), nonce.end());
+  std::uint8_t rank[4];
+  put_u32(rank, acceptor_rank);
+  message.insert(message.end(), rank, rank + 4);
+  return hmac(key, message);
 }
 
 }  // namespace
@@ -83,29 +92,44 @@ std::optional<HelloFields> parse_hello(const Hello& hello) {
   return fields;
 }
 
-Challenge make_challenge(const std::string& secret, const Hello& hello, const Nonce& nonce) {
+std::string session_key(const std::string& secret, const Session& session) {
+  constexpr std::string_view kLabel = "primus session";
+  std::vector<std::uint8_t> message(kLabel.begin(), kLabel.end());
+  message.insert(message.end(), session.job.begin(), session.job.end());
+  message.push_back(0);
+  message.insert(message.end(), session.step.begin(), session.step.end());
+  message.push_back(0);
+  std::uint8_t world[4];
+  put_u32(world, session.world_size);
+  message.insert(message.end(), world, world + 4);
+  const auto key = hmac(secret, message);
+  return std::string(key.begin(), key.end());
+}
+
+Challenge make_challenge(const std::string& key, const Hello& hello, const Nonce& nonce,
+                         std::uint32_t acceptor_rank) {
   Challenge challenge{};
-  const auto tag = mac(secret, kAcceptorLabel, hello, nonce);
+  const auto tag = mac(key, kAcceptorLabel, hello, nonce, acceptor_rank);
   std::memcpy(challenge.data(), nonce.data(), kNonceBytes);
   std::memcpy(challenge.data() + kNonceBytes, tag.data(), kMacBytes);
   return challenge;
 }
 
-bool check_challenge(const std::string& secret, const Hello& hello, const Challenge& challenge,
-                     Proof& proof) {
+bool check_challenge(const std::string& key, const Hello& hello, const Challenge& challenge,
+                     std::uint32_t acceptor_rank, Proof& proof) {
   Nonce nonce{};
   std::memcpy(nonce.data(), challenge.data(), kNonceBytes);
-  const auto expected = mac(secret, kAcceptorLabel, hello, nonce);
+  const auto expected = mac(key, kAcceptorLabel, hello, nonce, acceptor_rank);
   if (CRYPTO_memcmp(expected.data(), challenge.data() + kNonceBytes, kMacBytes) != 0) {
     return false;
   }
-  proof = mac(secret, kConnectorLabel, hello, nonce);
+  proof = mac(key, kConnectorLabel, hello, nonce, acceptor_rank);
   return true;
 }
 
-bool check_proof(const std::string& secret, const Hello& hello, const Nonce& nonce,
-                 const Proof& proof) {
-  const auto expected = mac(secret, kConnectorLabel, hello, nonce);
+bool check_proof(const std::string& key, const Hello& hello, const Nonce& nonce,
+                 std::uint32_t acceptor_rank, const Proof& proof) {
+  const auto expected = mac(key, kConnectorLabel, hello, nonce, acceptor_rank);
   return CRYPTO_memcmp(expected.data(), proof.data(), kMacBytes) == 0;
 }
 

@@ -1,12 +1,17 @@
 // The mutual challenge-response every Primus connection starts with (pure: bytes in, bytes
-// out; HMAC-SHA256 from OpenSSL). Both sides prove that they know the job secret without
+// out; HMAC-SHA256 from OpenSSL). Both sides prove that they know the session key without
 // sending it, each over a nonce the other just chose, so that a recorded handshake cannot be
 // replayed:
 //   connector -> acceptor  hello      "PRIMUSA1" | purpose u32 | rank u32 | nonce_c[32]
-//   acceptor  -> connector challenge  nonce_a[32] | HMAC(secret, "primus acceptor" | hello |
-//   nonce_a) connector -> acceptor  proof      HMAC(secret, "primus connector" | hello | nonce_a)
+//   acceptor  -> connector challenge  nonce_a[32] | HMAC(key, "primus acceptor" | hello |
+//                                     nonce_a | acceptor rank u32)
+//   connector -> acceptor  proof      HMAC(key, "primus connector" | hello | nonce_a |
+//                                     acceptor rank u32)
 //   acceptor  -> connector verdict    1 byte: 1 accepted (0: refused, then the connection closes)
-// Integers are little-endian. The labels keep one side's MAC from serving as the other's.
+// Integers are little-endian. The labels keep one side's MAC from serving as the other's. The
+// key is session_key(): the job secret bound to the job, the step and the world size, so that
+// the ranks of two jobs, of two tasks of one array job (which share the secret sbatch made), or
+// of two steps never accept each other; both ranks are in every MAC.
 #pragma once
 
 #include <array>
@@ -46,12 +51,25 @@ Hello make_hello(Purpose purpose, std::uint32_t rank, const Nonce& nonce);
 // The fields of a hello, or nothing when it is not one (wrong magic or purpose).
 std::optional<HelloFields> parse_hello(const Hello& hello);
 
-Challenge make_challenge(const std::string& secret, const Hello& hello, const Nonce& nonce);
+// Where a connection is made: the job (PRIMUS_JOB_ID, which names an array task), the step
+// and the world size. Two connections of different sessions never authenticate each other.
+struct Session {
+  std::string job;
+  std::string step;
+  std::uint32_t world_size = 0;
+};
+// HMAC(secret, "primus session" | job | NUL | step | NUL | world size u32), 32 bytes.
+std::string session_key(const std::string& secret, const Session& session);
+
+// `key` is a session key (or, in tests, any key both sides share). acceptor_rank is the rank of
+// the side that listens: its own for the acceptor, the one it meant to reach for the connector.
+Challenge make_challenge(const std::string& key, const Hello& hello, const Nonce& nonce,
+                         std::uint32_t acceptor_rank);
 // The connector's check of the acceptor; on success, `proof` is what it sends back.
-bool check_challenge(const std::string& secret, const Hello& hello, const Challenge& challenge,
-                     Proof& proof);
+bool check_challenge(const std::string& key, const Hello& hello, const Challenge& challenge,
+                     std::uint32_t acceptor_rank, Proof& proof);
 // The acceptor's check of the connector (constant time).
-bool check_proof(const std::string& secret, const Hello& hello, const Nonce& nonce,
-                 const Proof& proof);
+bool check_proof(const std::string& key, const Hello& hello, const Nonce& nonce,
+                 std::uint32_t acceptor_rank, const Proof& proof);
 
 }  // namespace primus::coll::handshake

@@ -4,6 +4,7 @@
 
 #include "primus/collectives/bootstrap.hpp"
 #include "primus/collectives/error.hpp"
+#include "primus/os/job_secret.hpp"
 
 namespace primus::coll {
 namespace {
@@ -32,6 +33,14 @@ BootstrapSettings bootstrap_settings(
   s.secret = required("PRIMUS_JOB_SECRET",
                       "Primus connections are authenticated with the job secret (set by the "
                       "Primus plugin under srun --primus=..., or by primus-launch)");
+  if (!os::is_job_secret(s.secret)) {  // its value is never printed
+    throw CollectiveError(
+        "PRIMUS_JOB_SECRET: expected 64 lowercase hexadecimal digits (what the "
+        "Primus plugin and primus-launch make), got " +
+        std::to_string(s.secret.size()) + " characters of another form");
+  }
+  s.job = get("PRIMUS_JOB_ID").value_or("");
+  s.step = get("SLURM_STEP_ID").value_or("");
   const auto method = get("PRIMUS_BOOTSTRAP");
   if (method && !method->empty()) {
     if (*method != "pmix" && *method != "tcp") {

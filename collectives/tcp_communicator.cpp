@@ -55,7 +55,7 @@ class TcpCommunicator final : public Communicator {
           deadline, "rank " + std::to_string(peer), peer);
     }
     net::Acceptor acceptor(
-        listener, handshake::Purpose::kPeer, secret,
+        listener, handshake::Purpose::kPeer, static_cast<std::uint32_t>(rank_), secret,
         [this](std::uint32_t r) {
           return r > static_cast<std::uint32_t>(rank_) && r < static_cast<std::uint32_t>(size_) &&
                  !peers_[r].valid();

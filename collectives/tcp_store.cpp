@@ -78,7 +78,7 @@ class TcpStore final : public Bootstrap {
       listener_ = std::make_unique<net::Listener>(master_addr, port);
       ranks_.resize(static_cast<std::size_t>(size));
       net::Acceptor acceptor(
-          *listener_, handshake::Purpose::kStore, secret,
+          *listener_, handshake::Purpose::kStore, 0, secret,
           [this](std::uint32_t r) {
             return r > 0 && r < static_cast<std::uint32_t>(size_) && !ranks_[r].valid();
           },

@@ -35,3 +35,19 @@ def checkpoint_dir(directory=None):
         raise ValueError("no checkpoint directory: pass dir=... or run under srun --primus "
                          "(which sets PRIMUS_CKPT_DIR)")
     return directory
+
+
+_secret = None
+
+
+def job_secret():
+    """The job secret (PRIMUS_JOB_SECRET), or None without one. The first call takes it out of
+    the environment and keeps it in this process's memory only, so that the programs this rank
+    starts (DataLoader workers, shells, anything the user runs) do not inherit it; the
+    extensions get it as an argument."""
+    global _secret
+    if _secret is None:
+        value = os.environ.pop("PRIMUS_JOB_SECRET", None)  # unsetenv too
+        if value:
+            _secret = value
+    return _secret

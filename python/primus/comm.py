@@ -7,7 +7,9 @@
     stop = c.allreduce(np.array([flag]), op="max")[0]
 
 Results are bitwise identical on every rank and from run to run for the same inputs and rank
-count. Every connection proves the job secret (PRIMUS_JOB_SECRET) without sending it. Every call
+count. Every connection proves the job secret (PRIMUS_JOB_SECRET, which the first connect() takes
+out of the environment, so that programs this rank starts do not inherit it) without sending
+it, bound to the job, step and world size. Every call
 ends within the timeout (PRIMUS_COLL_TIMEOUT, default 300 s): a dead or hung peer raises
 PeerFailure naming it.
 """
@@ -16,7 +18,7 @@ import sys
 
 import numpy as np
 
-from . import _coll
+from . import _coll, _env
 
 __all__ = ["connect", "Communicator", "CollectiveError", "PeerFailure"]
 
@@ -124,4 +126,4 @@ def connect(timeout=None):
     PRIMUS_COLL_TIMEOUT."""
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
-    return Communicator(_coll.connect(float(timeout or 0)))
+    return Communicator(_coll.connect(float(timeout or 0), _env.job_secret()))

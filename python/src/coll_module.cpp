@@ -107,7 +107,7 @@ PYBIND11_MODULE(_coll, m) {
 
   m.def(
       "connect",
-      [](double timeout_seconds) {
+      [](double timeout_seconds, std::optional<std::string> secret) {
         primus::coll::Options options;
         if (timeout_seconds > 0) {
           options.timeout =
@@ -116,10 +116,11 @@ PYBIND11_MODULE(_coll, m) {
         std::unique_ptr<Communicator> comm;
         {
           py::gil_scoped_release release;
-          comm = primus::coll::connect_from_environment(options);
+          comm = primus::coll::connect_from_environment(options, secret);
         }
         return comm;
       },
-      py::arg("timeout") = 0.0,
-      "A communicator from the environment (PRIMUS_BOOTSTRAP, PRIMUS_JOB_SECRET, ...).");
+      py::arg("timeout") = 0.0, py::arg("secret") = std::nullopt,
+      "A communicator from the environment (PRIMUS_BOOTSTRAP, ...); `secret` is the job secret "
+      "(else PRIMUS_JOB_SECRET).");
 }

@@ -146,7 +146,7 @@ def test_one_secret_per_job_shared_by_its_steps(testbed):
 NESTED_OUTER = """#!/bin/sh
 #SBATCH --primus
 #SBATCH -N1
-digest() { printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16; }
+digest() {{ printf %s "$PRIMUS_JOB_SECRET" | sha256sum | cut -c1-16; }}
 echo "OUTER $(digest)"
 sbatch --parsable --primus -N1 -o {inner_out} {inner} > {inner_id}
 """

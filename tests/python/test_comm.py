@@ -88,13 +88,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(size, script, secret="py-secret", extra=None):
+SECRET = "5e" * 32  # the form the plugin and primus-launch make: 64 lowercase hex digits
+
+
+def launch(size, script, secret=SECRET, extra=None, rank_extra=None):
     port = free_port()
     procs = []
     for rank in range(size):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
                    PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET=secret, PRIMUS_BOOTSTRAP="tcp")
         env.update(extra or {})
+        env.update((rank_extra or {}).get(rank, {}))
         procs.append(subprocess.Popen([sys.executable, "-c", script], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return [(p.wait(timeout=120), *p.communicate()) for p in procs]
@@ -158,6 +162,46 @@ def test_a_rank_without_the_secret_is_told_so():
     rc, _, stderr = launch(1, "from primus import comm; comm.connect()",
                            extra={"PRIMUS_JOB_SECRET": ""})[0]
     assert rc != 0 and "PRIMUS_JOB_SECRET is not set" in stderr
+
+
+def test_the_secret_leaves_the_environment_once_read():
+    """connect() takes PRIMUS_JOB_SECRET out of the environment and keeps it in memory, so
+    that what the rank starts (DataLoader workers, shells) does not inherit it."""
+    script = ("import os, subprocess\n"
+              "from primus import comm\n"
+              "c = comm.connect()\n"
+              "print('still' if 'PRIMUS_JOB_SECRET' in os.environ else 'gone')\n"
+              "child = subprocess.run(['sh', '-c', 'echo ${PRIMUS_JOB_SECRET:-unset}'],\n"
+              "                       capture_output=True, text=True)\n"
+              "print(child.stdout.strip())\n"
+              "c2 = comm.connect()\n"  # a second communicator still has it
+              "print(c2.size)\n")
+    rc, stdout, stderr = launch(1, script)[0]
+    assert rc == 0, stderr
+    assert stdout.split() == ["gone", "unset", "1"]
+
+
+def test_a_secret_of_another_form_is_refused_without_being_printed():
+    rc, _, stderr = launch(1, "from primus import comm; comm.connect()", secret="py-secret")[0]
+    assert rc != 0 and "PRIMUS_JOB_SECRET: expected 64 lowercase hexadecimal digits" in stderr
+    assert "py-secret" not in stderr
+
+
+def test_ranks_of_two_array_tasks_sharing_a_secret_never_join_one_world():
+    """sbatch --array makes one secret for all of its tasks, whose steps may meet on a port:
+    every handshake covers PRIMUS_JOB_ID (<array job>_<task>), the step and the world size, so a
+    rank of task 2 is refused by task 1's store, and neither forms a world."""
+    results = launch(2, "from primus import comm; comm.connect()",
+                     extra={"PRIMUS_COLL_TIMEOUT": "5"},
+                     rank_extra={0: {"PRIMUS_JOB_ID": "41_1"}, 1: {"PRIMUS_JOB_ID": "41_2"}})
+    (rc0, _, err0), (rc1, _, err1) = results
+    assert rc0 != 0 and rc1 != 0, (err0, err1)
+    assert "primus: store: refused a connection from 127.0.0.1" in err0, err0
+    assert "belongs to another job, step or world size" in err1, err1
+    # The same two ranks with one job id form their world.
+    results = launch(2, "from primus import comm; print(comm.connect().size)",
+                     extra={"PRIMUS_JOB_ID": "41_1"})
+    assert [(rc, out.strip()) for rc, out, _ in results] == [(0, "2"), (0, "2")], results
 
 
 def test_bad_arguments_are_refused_before_anything_is_sent():

@@ -23,10 +23,10 @@ TEST(CollHandshake, BothSidesProveTheSecretOverEachOthersNonce) {
   EXPECT_EQ(fields->rank, 7U);
   EXPECT_EQ(fields->purpose, Purpose::kPeer);
   const Nonce nonce = fresh_nonce();
-  const Challenge challenge = make_challenge(kSecret, hello, nonce);
+  const Challenge challenge = make_challenge(kSecret, hello, nonce, 0);
   Proof proof{};
-  ASSERT_TRUE(check_challenge(kSecret, hello, challenge, proof));
-  EXPECT_TRUE(check_proof(kSecret, hello, nonce, proof));
+  ASSERT_TRUE(check_challenge(kSecret, hello, challenge, 0, proof));
+  EXPECT_TRUE(check_proof(kSecret, hello, nonce, 0, proof));
   // The secret is not on the wire.
   const std::string wire = std::string(hello.begin(), hello.end()) +
                            std::string(challenge.begin(), challenge.end()) +
@@ -38,22 +38,48 @@ TEST(CollHandshake, AWrongSecretFailsOnBothSides) {
   const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
   const Nonce nonce = fresh_nonce();
   Proof proof{};
-  EXPECT_FALSE(check_challenge("other", hello, make_challenge(kSecret, hello, nonce), proof));
-  ASSERT_TRUE(check_challenge("other", hello, make_challenge("other", hello, nonce), proof));
-  EXPECT_FALSE(check_proof(kSecret, hello, nonce, proof));
+  EXPECT_FALSE(check_challenge("other", hello, make_challenge(kSecret, hello, nonce, 0), 0, proof));
+  ASSERT_TRUE(check_challenge("other", hello, make_challenge("other", hello, nonce, 0), 0, proof));
+  EXPECT_FALSE(check_proof(kSecret, hello, nonce, 0, proof));
 }
 
 TEST(CollHandshake, ARecordedProofDoesNotAnswerANewChallenge) {
   const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
   const Nonce first = fresh_nonce();
   Proof recorded{};
-  ASSERT_TRUE(check_challenge(kSecret, hello, make_challenge(kSecret, hello, first), recorded));
-  EXPECT_FALSE(check_proof(kSecret, hello, fresh_nonce(), recorded));
+  ASSERT_TRUE(
+      check_challenge(kSecret, hello, make_challenge(kSecret, hello, first, 0), 0, recorded));
+  EXPECT_FALSE(check_proof(kSecret, hello, fresh_nonce(), 0, recorded));
   // Nor does the acceptor's MAC serve as the connector's proof (labels differ).
-  const Challenge challenge = make_challenge(kSecret, hello, first);
+  const Challenge challenge = make_challenge(kSecret, hello, first, 0);
   Proof reflected{};
   std::copy(challenge.begin() + kNonceBytes, challenge.end(), reflected.begin());
-  EXPECT_FALSE(check_proof(kSecret, hello, first, reflected));
+  EXPECT_FALSE(check_proof(kSecret, hello, first, 0, reflected));
+}
+
+// The key is bound to the session (job, step, world size) and every MAC to the acceptor's
+// rank: a rank of another job or array task (the same secret), of another step or world size,
+// or a listener that is not the rank the connector meant, fails the handshake.
+TEST(CollHandshake, AnotherSessionOrAnotherAcceptorRankFails) {
+  const Session session{"41_1", "0", 4};
+  const std::string key = session_key(kSecret, session);
+  EXPECT_EQ(key.size(), 32U);
+  EXPECT_EQ(key, session_key(kSecret, session));
+  for (const Session& other : {Session{"41_2", "0", 4}, Session{"41_1", "1", 4},
+                               Session{"41_1", "0", 5}, Session{"41", "_10", 4}}) {
+    EXPECT_NE(session_key(kSecret, other), key) << other.job << " " << other.step;
+  }
+  EXPECT_NE(session_key("another-secret", session), key);
+  const Hello hello = make_hello(Purpose::kPeer, 3, fresh_nonce());
+  const Nonce nonce = fresh_nonce();
+  Proof proof{};
+  EXPECT_FALSE(check_challenge(session_key(kSecret, {"41_2", "0", 4}), hello,
+                               make_challenge(key, hello, nonce, 1), 1, proof));
+  // Rank 2 answers where rank 3 meant rank 1: refused.
+  EXPECT_FALSE(check_challenge(key, hello, make_challenge(key, hello, nonce, 2), 1, proof));
+  ASSERT_TRUE(check_challenge(key, hello, make_challenge(key, hello, nonce, 1), 1, proof));
+  EXPECT_TRUE(check_proof(key, hello, nonce, 1, proof));
+  EXPECT_FALSE(check_proof(key, hello, nonce, 2, proof));
 }
 
 TEST(CollHandshake, MalformedHellosAreNotHandshakes) {
@@ -74,7 +100,7 @@ TEST(CollHandshake, AReplayedHandshakeIsRefusedAndTheListenerGoesOn) {
   int accepted_rank = -1;
   std::thread acceptor([&] {
     const net::Socket socket = net::accept_authenticated(
-        listener, Purpose::kStore, kSecret, net::Clock::now() + std::chrono::seconds(20),
+        listener, Purpose::kStore, 0, kSecret, net::Clock::now() + std::chrono::seconds(20),
         [](std::uint32_t) { return true; }, [&](const std::string& what) { log.push_back(what); },
         std::chrono::seconds(5));
     accepted_rank = socket.peer_rank();
@@ -83,7 +109,8 @@ TEST(CollHandshake, AReplayedHandshakeIsRefusedAndTheListenerGoesOn) {
   const Hello hello = make_hello(Purpose::kStore, 1, fresh_nonce());
   const Nonce earlier = fresh_nonce();
   Proof recorded{};
-  ASSERT_TRUE(check_challenge(kSecret, hello, make_challenge(kSecret, hello, earlier), recorded));
+  ASSERT_TRUE(
+      check_challenge(kSecret, hello, make_challenge(kSecret, hello, earlier, 0), 0, recorded));
   {
     const auto deadline = net::Clock::now() + std::chrono::seconds(5);
     const net::Socket replay =

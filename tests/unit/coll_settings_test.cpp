@@ -10,6 +10,8 @@
 namespace primus::coll {
 namespace {
 
+const std::string kSecret(64, 'c');  // the form the plugin makes
+
 BootstrapSettings settings(const std::map<std::string, std::string>& env) {
   return bootstrap_settings([&](const std::string& name) -> std::optional<std::string> {
     const auto it = env.find(name);
@@ -27,9 +29,12 @@ std::string error_of(const std::map<std::string, std::string>& env) {
   return "no error";
 }
 
-const std::map<std::string, std::string> kTcp = {
-    {"PRIMUS_JOB_SECRET", "s"}, {"RANK", "2"},           {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "n1"},
-    {"PRIMUS_PORT", "29501"},   {"MASTER_PORT", "29500"}};
+const std::map<std::string, std::string> kTcp = {{"PRIMUS_JOB_SECRET", kSecret},
+                                                 {"RANK", "2"},
+                                                 {"WORLD_SIZE", "4"},
+                                                 {"MASTER_ADDR", "n1"},
+                                                 {"PRIMUS_PORT", "29501"},
+                                                 {"MASTER_PORT", "29500"}};
 
 TEST(CollSettings, TheTcpStoreUsesPrimusPortNotMasterPort) {
   const BootstrapSettings s = settings(kTcp);
@@ -38,13 +43,35 @@ TEST(CollSettings, TheTcpStoreUsesPrimusPortNotMasterPort) {
   EXPECT_EQ(s.size, 4);
   EXPECT_EQ(s.master_addr, "n1");
   EXPECT_EQ(s.port, 29501);
-  EXPECT_EQ(s.secret, "s");
+  EXPECT_EQ(s.secret, kSecret);
   EXPECT_FALSE(s.timeout);
+  EXPECT_EQ(s.job, "");
+  EXPECT_EQ(s.step, "");
+  auto env = kTcp;
+  env["PRIMUS_JOB_ID"] = "41_2";
+  env["SLURM_STEP_ID"] = "3";
+  EXPECT_EQ(settings(env).job, "41_2");
+  EXPECT_EQ(settings(env).step, "3");
+}
+
+// The library takes the secret in the form the plugin makes; its value is never in a message.
+TEST(CollSettings, ASecretOfAnotherFormIsRefusedWithoutPrintingIt) {
+  for (const std::string& bad : {std::string("s3cret"), std::string(63, 'a'), std::string(64, 'A'),
+                                 std::string(63, 'a') + "g"}) {
+    auto env = kTcp;
+    env["PRIMUS_JOB_SECRET"] = bad;
+    const std::string error = error_of(env);
+    EXPECT_NE(error.find("PRIMUS_JOB_SECRET: expected 64 lowercase hexadecimal digits"),
+              std::string::npos)
+        << error;
+    EXPECT_EQ(error.find(bad), std::string::npos) << error;
+  }
 }
 
 TEST(CollSettings, PmixWhenAskedOrWhenAPmixServerIsThere) {
-  EXPECT_EQ(settings({{"PRIMUS_JOB_SECRET", "s"}, {"PMIX_RANK", "0"}}).method, "pmix");
-  EXPECT_EQ(settings({{"PRIMUS_JOB_SECRET", "s"}, {"PRIMUS_BOOTSTRAP", "pmix"}}).method, "pmix");
+  EXPECT_EQ(settings({{"PRIMUS_JOB_SECRET", kSecret}, {"PMIX_RANK", "0"}}).method, "pmix");
+  EXPECT_EQ(settings({{"PRIMUS_JOB_SECRET", kSecret}, {"PRIMUS_BOOTSTRAP", "pmix"}}).method,
+            "pmix");
   auto env = kTcp;
   env["PMIX_RANK"] = "3";
   env["PRIMUS_BOOTSTRAP"] = "tcp";  // the plugin's choice wins

@@ -481,7 +481,7 @@ int forge_a_proof(std::uint16_t port, int fd) {
     std::copy(challenge.begin(), challenge.begin() + kNonceBytes, nonce.begin());
     const std::string wrong = "not-the-secret";
     Proof forged{};
-    if (!check_challenge(wrong, hello, make_challenge(wrong, hello, nonce), forged)) return 5;
+    if (!check_challenge(wrong, hello, make_challenge(wrong, hello, nonce, 0), 0, forged)) return 5;
     store.send_all(forged.data(), forged.size(), deadline);
     std::uint8_t verdict = 0xFF;
     store.recv_all(&verdict, 1, deadline);
@@ -636,8 +636,8 @@ TEST(CollTcp, AStoreThatSendsTheWrongValueCountIsRefused) {
     try {
       const auto deadline = net::Clock::now() + std::chrono::seconds(20);
       net::Acceptor acceptor(
-          listener, handshake::Purpose::kStore, secret, [](std::uint32_t r) { return r == 1; }, {},
-          std::chrono::seconds(5));
+          listener, handshake::Purpose::kStore, 0, secret, [](std::uint32_t r) { return r == 1; },
+          {}, std::chrono::seconds(5));
       const net::Socket rank1 = acceptor.next(deadline);
       std::uint8_t header[8];
       rank1.recv_all(header, sizeof header, deadline);

@@ -27,7 +27,8 @@ class Bootstrap {
 };
 
 // The TCP store: rank 0 listens on master_addr:port and every other rank connects to it,
-// each connection authenticated with the job secret. Waits for all ranks up to `timeout`.
+// each connection authenticated with `key` (handshake::session_key of the job secret: see
+// connect_from_environment). Waits for all ranks up to `timeout`.
 std::unique_ptr<Bootstrap> tcp_store_bootstrap(int rank, int size, const std::string& master_addr,
                                                std::uint16_t port, const std::string& secret,
                                                std::chrono::milliseconds timeout);
@@ -43,7 +44,9 @@ struct BootstrapSettings {
   int size = 1;                                      // tcp: WORLD_SIZE
   std::string master_addr;                           // tcp: MASTER_ADDR
   std::uint16_t port = 0;                            // tcp: PRIMUS_PORT (MASTER_PORT is PyTorch's)
-  std::string secret;                                // PRIMUS_JOB_SECRET
+  std::string secret;                                // PRIMUS_JOB_SECRET (64 lowercase hex)
+  std::string job;                                   // PRIMUS_JOB_ID ("" when unset)
+  std::string step;                                  // SLURM_STEP_ID ("" when unset)
   std::optional<std::chrono::milliseconds> timeout;  // PRIMUS_COLL_TIMEOUT, seconds
   std::string node;  // this rank's node: SLURMD_NODENAME, else the host name
 };

@@ -47,13 +47,18 @@ class Communicator {
 };
 
 // The CPU backend over TCP: every rank listens on its bootstrap address, connections are
-// authenticated with `secret` (never sent), ranks found through `bootstrap`.
-std::unique_ptr<Communicator> tcp_communicator(Bootstrap& bootstrap, const std::string& secret,
+// authenticated with `key` (never sent; a session key of the job secret), ranks found through
+// `bootstrap`.
+std::unique_ptr<Communicator> tcp_communicator(Bootstrap& bootstrap, const std::string& key,
                                                const Options& options = {});
 
 // A TCP communicator for this process, from the environment (bootstrap_settings(): the
 // variables a rank gets under srun --primus or primus-launch). An unset options.timeout comes
-// from PRIMUS_COLL_TIMEOUT.
-std::unique_ptr<Communicator> connect_from_environment(Options options = {});
+// from PRIMUS_COLL_TIMEOUT. `secret`, when given, is the job secret instead of
+// PRIMUS_JOB_SECRET (the Python package takes the variable out of the environment once read).
+// Every connection proves handshake::session_key(secret, {PRIMUS_JOB_ID, SLURM_STEP_ID, world
+// size}): ranks of another job, array task, step or world size are refused.
+std::unique_ptr<Communicator> connect_from_environment(
+    Options options = {}, const std::optional<std::string>& secret = std::nullopt);
 
 }  // namespace primus::coll
