@@ -180,18 +180,8 @@ Socket Listener::try_accept() const {
 
 Socket Listener::accept(Deadline deadline) const {
   for (;;) {
-    sockaddr_in from{};
-    socklen_t length = sizeof from;
-    const int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&from), &length,
-                             SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd >= 0) {
-      tune(fd);
-      return Socket(os::UniqueFd(fd), address_text(from), -1);
-    }
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      throw CollectiveError(std::string("accept: ") + std::strerror(errno));
-    }
+    Socket socket = try_accept();
+    if (socket.valid()) return socket;
     if (!wait_for(fd_.get(), POLLIN, deadline)) {
       throw PeerFailure(
           "no connection arrived on port " + std::to_string(port_) + " before the deadline", -1);
