@@ -25,27 +25,24 @@ namespace {
   std::abort();
 }
 
+// Parses `text` with `parse`; what parses must come back the same through to_json and parse
+// again. `what` names the parser in a failure.
+template <typename Parse>
+void round_trip(std::string_view text, Parse parse, const char* what) {
+  try {
+    const std::string again = primus::ckpt::to_json(parse(text, "fuzz"));
+    if (primus::ckpt::to_json(parse(again, "round trip")) != again) {
+      fail(std::string("a value parsed by ") + what + " does not survive to_json and parsing");
+    }
+  } catch (const primus::ckpt::CorruptCheckpoint&) {
+  } catch (const std::exception& e) {
+    fail(std::string(what) + " threw another exception: " + e.what());
+  }
+}
+
 void parse_both(std::string_view text) {
-  try {
-    const primus::ckpt::Manifest manifest = primus::ckpt::parse_manifest(text, "fuzz");
-    const std::string again = primus::ckpt::to_json(manifest);
-    if (primus::ckpt::to_json(primus::ckpt::parse_manifest(again, "round trip")) != again) {
-      fail("a parsed manifest does not survive to_json and parse_manifest");
-    }
-  } catch (const primus::ckpt::CorruptCheckpoint&) {
-  } catch (const std::exception& e) {
-    fail(std::string("parse_manifest threw another exception: ") + e.what());
-  }
-  try {
-    const primus::ckpt::RankIndex index = primus::ckpt::parse_rank_index(text, "fuzz");
-    const std::string again = primus::ckpt::to_json(index);
-    if (primus::ckpt::to_json(primus::ckpt::parse_rank_index(again, "round trip")) != again) {
-      fail("a parsed rank index does not survive to_json and parse_rank_index");
-    }
-  } catch (const primus::ckpt::CorruptCheckpoint&) {
-  } catch (const std::exception& e) {
-    fail(std::string("parse_rank_index threw another exception: ") + e.what());
-  }
+  round_trip(text, primus::ckpt::parse_manifest, "parse_manifest");
+  round_trip(text, primus::ckpt::parse_rank_index, "parse_rank_index");
 }
 
 // The input's JSON (nested at most 16 deep, so that dump() here cannot overflow the stack) as the
