@@ -553,8 +553,9 @@ TEST(CollTcp, AForgedProofIsRefusedAndLoggedByTheStoreAndTheJobGoesOn) {
 }
 
 // Another user of the node knocks on the store while the job starts (its port may be known):
-// 100 connections that send nothing, and 20 that send garbage, all held open for 30 s. Writes
-// one byte to `fd` once they are all open. Runs in a process of its own.
+// 100 connections that send nothing, and 20 that send garbage, all held open until the test
+// kills this process. Writes one byte to `fd` once they are all open. Runs in a process of its
+// own.
 int flood_the_store(std::uint16_t port, int fd) {
   try {
     const auto deadline = net::Clock::now() + std::chrono::seconds(30);
@@ -571,17 +572,17 @@ int flood_the_store(std::uint16_t port, int fd) {
     const char ready = 'r';
     if (::write(fd, &ready, 1) != 1) return 6;
     ::close(fd);
-    ::sleep(30);
+    ::pause();
     return 0;
   } catch (const std::exception&) {
     return 7;
   }
 }
 
-// The store handshakes its connections one at a time with a 10 s wait for the hello, so idle
-// connections held the job for 10 s each (120 of them: 20 minutes). Handshakes now run
-// concurrently with a short deadline each: the job forms in less time than one old wait, and
-// the refusals are logged at a bounded rate.
+// The store handshook its connections one at a time with a 10 s wait for the hello, so idle
+// connections held the job for 10 s each (100 of them: over 16 minutes, far past the hang guard
+// below). Handshakes now run concurrently with a short deadline each: the job forms while the
+// intruder still holds every connection, and the refusals are logged at a bounded rate.
 TEST(CollTcp, IdleAndGarbageConnectionsDoNotHoldUpTheBootstrap) {
   Job job;
   job.size = 4;
@@ -601,7 +602,6 @@ TEST(CollTcp, IdleAndGarbageConnectionsDoNotHoldUpTheBootstrap) {
     pollfd readable{fd, POLLIN, 0};
     ::poll(&readable, 1, 60000);
   };
-  const auto started = std::chrono::steady_clock::now();
   const auto outcomes = run_ranks(job, [](Communicator& comm, const auto& report) {
     std::int64_t value = comm.rank() + 1;
     comm.allreduce(&value, 1, DType::kInt64, ReduceOp::kSum);
@@ -611,15 +611,11 @@ TEST(CollTcp, IdleAndGarbageConnectionsDoNotHoldUpTheBootstrap) {
   int status = 0;
   ::waitpid(intruder, &status, 0);
   ::close(ready[0]);
-  std::chrono::steady_clock::time_point last{};
   for (const auto& outcome : outcomes) {
+    EXPECT_FALSE(outcome.killed_at_deadline) << "the job waited on the idle connections";
     EXPECT_TRUE(WIFEXITED(outcome.status) && WEXITSTATUS(outcome.status) == 0) << outcome.output;
     EXPECT_NE(outcome.output.find("sum 10"), std::string::npos) << outcome.output;
-    last = std::max(last, outcome.ended);
   }
-  // Not a performance bound: with one handshake at a time the job could not form before the
-  // first idle connection's 10 s ran out.
-  EXPECT_LT(last - started, std::chrono::seconds(10)) << "the job waited on the idle connections";
   const std::string& log = outcomes[0].log;
   const auto lines = std::count(log.begin(), log.end(), '\n');
   EXPECT_GE(lines, 1) << "rank 0 logged no refusal: " << log;
