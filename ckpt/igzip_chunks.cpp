@@ -23,10 +23,17 @@ std::uint32_t level_buffer_bytes(int level) {
   }
 }
 
-// One zlib stream of `input` into `output` (resized to what was written); false when it does
-// not fit in input's size, i.e. the chunk does not shrink.
-bool deflate_chunk(const std::vector<unsigned char>& input, int level,
+// igzip's vector loads may read a little past the end of its input: the input buffer carries
+// this many zero bytes beyond the chunk, so that what they read is always the same.
+constexpr std::size_t kInputPadding = 64;
+
+// One zlib stream of the first `size` bytes of `input` into `output` (resized to what was
+// written); false when the stream would not be smaller than the chunk, which is then stored as
+// it is. (A stream exactly as long as the chunk once counted as shrunk, and whether a 24-byte
+// chunk compressed to 24 bytes varied from run to run.)
+bool deflate_chunk(const std::vector<unsigned char>& input, std::size_t size, int level,
                    std::vector<std::uint8_t>& level_buffer, std::vector<unsigned char>& output) {
+  if (size < 2) return false;
   isal_zstream stream{};
   isal_deflate_init(&stream);
   stream.level = static_cast<std::uint32_t>(level);
@@ -36,8 +43,8 @@ bool deflate_chunk(const std::vector<unsigned char>& input, int level,
   stream.end_of_stream = 1;
   stream.flush = NO_FLUSH;
   stream.next_in = const_cast<std::uint8_t*>(input.data());  // igzip never writes its input
-  stream.avail_in = static_cast<std::uint32_t>(input.size());
-  output.resize(input.size());
+  stream.avail_in = static_cast<std::uint32_t>(size);
+  output.resize(size - 1);  // room for a stream shorter than the chunk only
   stream.next_out = output.data();
   stream.avail_out = static_cast<std::uint32_t>(output.size());
   if (isal_deflate(&stream) != COMP_OK || stream.internal_state.state != ZSTATE_END) return false;
@@ -59,7 +66,8 @@ void write_deflated_chunks(hid_t dataset, const Shape& shape, const Shape& chunk
     throw Error(what + ": chunks that igzip cannot write one by one");
   }
   std::vector<std::uint8_t> level_buffer(level_buffer_bytes(level));
-  std::vector<unsigned char> input(static_cast<std::size_t>(spans->front().stored_bytes));
+  const auto chunk_bytes = static_cast<std::size_t>(spans->front().stored_bytes);
+  std::vector<unsigned char> input(chunk_bytes + kInputPadding, 0);
   std::vector<unsigned char> output;
   const auto* const base = static_cast<const unsigned char*>(data);
   for (const ChunkSpan& span : *spans) {
@@ -67,13 +75,14 @@ void write_deflated_chunks(hid_t dataset, const Shape& shape, const Shape& chunk
     std::memcpy(input.data(), base + span.out_offset, static_cast<std::size_t>(span.bytes));
     std::memset(input.data() + span.bytes, 0,
                 static_cast<std::size_t>(span.stored_bytes - span.bytes));
-    const bool shrank = deflate_chunk(input, level, level_buffer, output);
-    const std::vector<unsigned char>& stored = shrank ? output : input;
+    const bool shrank = deflate_chunk(input, chunk_bytes, level, level_buffer, output);
+    const unsigned char* stored = shrank ? output.data() : input.data();
+    const std::size_t stored_size = shrank ? output.size() : chunk_bytes;
     const std::uint32_t skip_filters = shrank ? 0U : 1U;  // bit 0: the deflate filter skipped
     const std::vector<hsize_t> offset(span.coord.begin(), span.coord.end());
-    h5::check(H5Dwrite_chunk(dataset, H5P_DEFAULT, skip_filters, offset.data(), stored.size(),
-                             stored.data()),
-              what);
+    h5::check(
+        H5Dwrite_chunk(dataset, H5P_DEFAULT, skip_filters, offset.data(), stored_size, stored),
+        what);
   }
 }
 
