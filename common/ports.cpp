@@ -14,6 +14,14 @@ namespace {
 constexpr std::uint64_t kMaxPort = 65535;
 constexpr std::size_t kMaxReservedPorts = 4096;
 
+// SplitMix64 finaliser: spreads consecutive job ids over the slots (the public slot).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 // The job's first slot: SipHash-2-4 of (a label, the job id) keyed with the job secret, so that
 // only the job's own tasks can compute it (another user cannot aim at a job's ports).
 std::uint64_t keyed_slot_hash(std::uint64_t job_id, std::string_view job_secret) {
@@ -89,7 +97,7 @@ std::uint32_t derived_slot_count(PortRange range) noexcept {
 
 std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t step_id,
                                              PortRange range, std::uint32_t count,
-                                             std::string_view job_secret) {
+                                             std::optional<std::string_view> job_secret) {
   if (count > kDerivedPortSlot) {
     throw Error("a step needs " + std::to_string(count) + " ports per node, more than the " +
                 std::to_string(kDerivedPortSlot) +
@@ -101,7 +109,9 @@ std::vector<std::uint16_t> derive_port_block(std::uint64_t job_id, std::uint64_t
                 " holds fewer than " + std::to_string(kDerivedPortSlot) + " ports");
   }
   const std::uint64_t slot =
-      (keyed_slot_hash(job_id, job_secret) % slots + step_id % slots) % slots;
+      ((job_secret ? keyed_slot_hash(job_id, *job_secret) : mix(job_id)) % slots +
+       step_id % slots) %
+      slots;
   const std::uint32_t first = range.lo + static_cast<std::uint32_t>(slot) * kDerivedPortSlot;
   std::vector<std::uint16_t> block;
   block.reserve(count);

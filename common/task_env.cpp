@@ -32,7 +32,8 @@ std::optional<std::string> bound_gpus(const Environment& env, const ResolvedOpti
 }
 
 std::vector<std::uint16_t> port_block(const SlurmStep& step, Framework framework,
-                                      const ResolvedOptions& options, std::string_view job_secret,
+                                      const ResolvedOptions& options,
+                                      std::optional<std::string_view> job_secret,
                                       std::string& source) {
   if (step.reserved_ports) {
     source = "SLURM_STEP_RESV_PORTS";
@@ -58,8 +59,13 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
   const Framework framework = framework_of(options);
   std::string block_source;
   const std::string job_secret = lookup(env, "PRIMUS_JOB_SECRET").value_or("");
-  const std::vector<std::uint16_t> block =
-      port_block(step, framework, options, job_secret, block_source);
+  // The derived slot is keyed with the secret only where every step of the job has the same one
+  // (the plugin says so in PRIMUS_SECRET_SCOPE): a secret each srun made for itself would put
+  // the steps of one job in unrelated slots.
+  const bool job_wide = lookup(env, "PRIMUS_SECRET_SCOPE").value_or("") == "job";
+  const std::vector<std::uint16_t> block = port_block(
+      step, framework, options,
+      job_wide ? std::optional<std::string_view>(job_secret) : std::nullopt, block_source);
 
   RankEnvInput in;
   in.framework = framework;

@@ -38,6 +38,10 @@ void check_submission(spank_t /*sp*/, bool allocator) {
   const bool inside_a_job = std::getenv("SLURM_JOB_ID") != nullptr;
   if (allocator || !inside_a_job || !secret || !os::is_job_secret(*secret)) {
     set_process_variable("PRIMUS_JOB_SECRET", os::make_job_secret());
+    // A secret made by sbatch, salloc or an srun that makes its own job is the job's: every
+    // step has it. One made by an srun inside a job that has none (its sbatch had no --primus)
+    // is this step's alone; the derived port slot is keyed only with a job's (task_env.cpp).
+    set_process_variable("PRIMUS_SECRET_SCOPE", allocator || !inside_a_job ? "job" : "step");
   }
 
   // sbatch and salloc: the steps inside see the job's settings as PRIMUS_* variables, since

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "primus/common/error.hpp"
@@ -65,11 +67,16 @@ TEST(Ports, StepsOfOneJobNeverCollide) {
     const std::uint64_t job = rng() % 4000000000ULL;
     const std::uint64_t first_step = rng() % 100;
     const std::string secret = secret_from(rng);
-    std::set<std::uint16_t> used;
-    for (std::uint64_t step = first_step; step < first_step + slots; ++step) {
-      for (const std::uint16_t port :
-           derive_port_block(job, step, range, kDerivedPortSlot, secret)) {
-        ASSERT_TRUE(used.insert(port).second) << "job " << job << " step " << step;
+    // Keyed with the job's secret, and public (a job whose steps made their own secrets).
+    for (const auto key :
+         {std::optional<std::string_view>(secret), std::optional<std::string_view>()}) {
+      std::set<std::uint16_t> used;
+      for (std::uint64_t step = first_step; step < first_step + slots; ++step) {
+        for (const std::uint16_t port :
+             derive_port_block(job, step, range, kDerivedPortSlot, key)) {
+          ASSERT_TRUE(used.insert(port).second)
+              << "job " << job << " step " << step << (key ? " keyed" : " public");
+        }
       }
     }
   }

@@ -95,12 +95,22 @@ TEST(SlurmTaskEnvironment, PortsFromSlurmReservationOrDerived) {
   EXPECT_EQ(env.at("MASTER_PORT"), "12004");
   EXPECT_EQ(env.at("PRIMUS_PORT"), "12005");
 
+  // A secret the steps of the job share (PRIMUS_SECRET_SCOPE=job): the keyed slot.
   task.erase("SLURM_STEP_RESV_PORTS");
+  task["PRIMUS_SECRET_SCOPE"] = "job";
   env = as_map(slurm_task_environment(task, options, address_of));
-  const auto block =
+  const auto keyed =
       derive_port_block(310, 2, PortRange{20000, 29999}, 2, task.at("PRIMUS_JOB_SECRET"));
-  EXPECT_EQ(env.at("MASTER_PORT"), std::to_string(block[0]));
-  EXPECT_EQ(env.at("PRIMUS_PORT"), std::to_string(block[1]));
+  EXPECT_EQ(env.at("MASTER_PORT"), std::to_string(keyed[0]));
+  EXPECT_EQ(env.at("PRIMUS_PORT"), std::to_string(keyed[1]));
+  // A secret of this step alone (its srun made it inside a job without one): the public slot,
+  // so that the job's steps still take consecutive slots.
+  task["PRIMUS_SECRET_SCOPE"] = "step";
+  env = as_map(slurm_task_environment(task, options, address_of));
+  const auto open = derive_port_block(310, 2, PortRange{20000, 29999}, 2, std::nullopt);
+  EXPECT_NE(keyed, open);
+  EXPECT_EQ(env.at("MASTER_PORT"), std::to_string(open[0]));
+  EXPECT_EQ(env.at("PRIMUS_PORT"), std::to_string(open[1]));
 }
 
 TEST(SlurmTaskEnvironment, PmixAndThreads) {
