@@ -108,7 +108,7 @@ def run_primus(build, max_bytes, label):
     envs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET="bench", PRIMUS_BOOTSTRAP="tcp")
+                   PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET="be" * 32, PRIMUS_BOOTSTRAP="tcp")
         env["LD_LIBRARY_PATH"] = os.path.join(build, "collectives", ".libs") + ":" + \
             env.get("LD_LIBRARY_PATH", "")
         envs.append(env)
