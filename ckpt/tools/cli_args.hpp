@@ -1,5 +1,6 @@
-// primus-ckpt's command line: a small parser for one subcommand's options and operands, and the
-// numbers they take. Every mistake is a UsageError naming the option and what was expected.
+// primus-ckpt's command line: one subcommand's options and operands, declared for the tools'
+// shared command-line layer (common/cli), and the numbers they take. Every mistake is a
+// UsageError naming the option and what was expected.
 #pragma once
 
 #include <cstdint>
@@ -8,19 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "primus/common/error.hpp"
+#include "../../common/cli/command_line.hpp"
 
 namespace primus::ckpt::tool {
 
 // A mistake on the command line: exit status 2, the message on stderr, nothing on stdout.
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
+using UsageError = cli::UsageError;
 
 struct OptionSpec {
   std::string name;        // without the leading "--"
-  std::string value_name;  // empty: a flag that takes no value
+  std::string value_name;  // what the value is ("a step number"); empty: a flag
 };
 
 struct OperandSpec {
@@ -35,17 +33,11 @@ struct CommandSpec {
   std::string help;                   // the text --help prints
 };
 
-struct ParsedArgs {
-  bool help = false;
-  std::vector<std::string> operands;
-  std::map<std::string, std::string> options;  // flags map to ""; the last one given wins
+// The parsed words: operands, and the options given (flags map to ""; the last one wins).
+using ParsedArgs = cli::Parsed;
 
-  bool has(const std::string& name) const { return options.count(name) > 0; }
-  std::optional<std::string> value(const std::string& name) const;
-};
-
-// Parses the arguments after the subcommand's name. "--name=value" and "--name value" both
-// work; "--" ends the options. Throws UsageError.
+// Parses the arguments after the subcommand's name (common/cli's rules: "--name=value" and
+// "--name value" both work, "--" ends the options, --help wins). Throws UsageError.
 ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& args);
 
 // A whole number from 0 to max; nullopt for anything else (signs, spaces, overflow).

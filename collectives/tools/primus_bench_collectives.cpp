@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../common/cli/command_line.hpp"
 #include "primus/collectives.hpp"
 #include "reduce.hpp"
 
@@ -90,51 +91,58 @@ long parse_count(const std::string& option, const std::string& text, long low) {
 }
 
 Settings parse(int argc, char** argv) {
+  using primus::cli::Arg;
+  primus::cli::Parser parser(" (see --help)");
+  parser.add({"op", Arg::kRequired, "NAME", "a collective", "", nullptr, 'o'})
+      .add({"dtype", Arg::kRequired, "NAME", "a dtype", "", nullptr, 'd'})
+      .add({"redop", Arg::kRequired, "NAME", "a reduction", "", nullptr, 'r'})
+      .add({"min-bytes", Arg::kRequired, "N", "a number of bytes", "", nullptr, 'b'})
+      .add({"max-bytes", Arg::kRequired, "N", "a number of bytes", "", nullptr, 'e'})
+      .add({"factor", Arg::kRequired, "N", "a whole number", "", nullptr, 'f'})
+      .add({"iters", Arg::kRequired, "N", "a whole number", "", nullptr, 'n'})
+      .add({"warmup", Arg::kRequired, "N", "a whole number", "", nullptr, 'w'})
+      .add({"check", Arg::kNone, "", "", "", nullptr, 'c'});
+  primus::cli::Parsed args;
+  try {
+    args = parser.parse(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const primus::cli::UsageError& e) {
+    std::cerr << "primus-bench-collectives: " << e.what() << "\n";
+    std::exit(2);
+  }
+  if (args.help) {
+    std::cout << kUsage;
+    std::exit(0);
+  }
   Settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "-o" || arg == "--op") {
-      s.op = value();
-      if (s.op != "allreduce" && s.op != "broadcast" && s.op != "allgather" &&
-          s.op != "reduce_scatter" && s.op != "barrier") {
-        usage_error("--op '" + s.op +
-                    "': expected allreduce, broadcast, allgather, reduce_scatter or barrier");
-      }
-    } else if (arg == "-d" || arg == "--dtype") {
-      const std::string name = value();
-      const auto dtype = primus::coll::parse_dtype(name);
-      if (!dtype)
-        usage_error("--dtype '" + name +
-                    "': expected float64, float32, float16, bfloat16, int32, int64 or uint8");
-      s.dtype = *dtype;
-    } else if (arg == "-r" || arg == "--redop") {
-      const std::string name = value();
-      const auto op = primus::coll::parse_reduce_op(name);
-      if (!op) usage_error("--redop '" + name + "': expected sum, max, min or prod");
-      s.redop = *op;
-    } else if (arg == "-b" || arg == "--min-bytes") {
-      s.min_bytes = parse_size("--min-bytes", value());
-    } else if (arg == "-e" || arg == "--max-bytes") {
-      s.max_bytes = parse_size("--max-bytes", value());
-    } else if (arg == "-f" || arg == "--factor") {
-      s.factor = static_cast<std::size_t>(parse_count("--factor", value(), 2));
-    } else if (arg == "-n" || arg == "--iters") {
-      s.iters = parse_count("--iters", value(), 1);
-    } else if (arg == "-w" || arg == "--warmup") {
-      s.warmup = parse_count("--warmup", value(), 0);
-    } else if (arg == "-c" || arg == "--check") {
-      s.check = true;
-    } else {
-      usage_error("unknown argument '" + arg + "'");
+  if (const auto op = args.value("op")) {
+    s.op = *op;
+    if (s.op != "allreduce" && s.op != "broadcast" && s.op != "allgather" &&
+        s.op != "reduce_scatter" && s.op != "barrier") {
+      usage_error("--op '" + s.op +
+                  "': expected allreduce, broadcast, allgather, reduce_scatter or barrier");
     }
   }
+  if (const auto name = args.value("dtype")) {
+    const auto dtype = primus::coll::parse_dtype(*name);
+    if (!dtype) {
+      usage_error("--dtype '" + *name +
+                  "': expected float64, float32, float16, bfloat16, int32, int64 or uint8");
+    }
+    s.dtype = *dtype;
+  }
+  if (const auto name = args.value("redop")) {
+    const auto op = primus::coll::parse_reduce_op(*name);
+    if (!op) usage_error("--redop '" + *name + "': expected sum, max, min or prod");
+    s.redop = *op;
+  }
+  if (const auto v = args.value("min-bytes")) s.min_bytes = parse_size("--min-bytes", *v);
+  if (const auto v = args.value("max-bytes")) s.max_bytes = parse_size("--max-bytes", *v);
+  if (const auto v = args.value("factor")) {
+    s.factor = static_cast<std::size_t>(parse_count("--factor", *v, 2));
+  }
+  if (const auto v = args.value("iters")) s.iters = parse_count("--iters", *v, 1);
+  if (const auto v = args.value("warmup")) s.warmup = parse_count("--warmup", *v, 0);
+  s.check = args.has("check");
   if (s.min_bytes > s.max_bytes) usage_error("--min-bytes is larger than --max-bytes");
   return s;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli/command_line.hpp"
 #include "primus/common.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
@@ -51,36 +52,29 @@ std::string current_dir() {
 }
 
 int run(int argc, char** argv) {
-  std::vector<std::pair<std::string, std::optional<std::string>>> given;
-  std::optional<std::uint64_t> nproc;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (arg == "--version") {
-      std::cout << "primus-env " << PACKAGE_VERSION << "\n";
-      return 0;
-    }
-    if (arg.rfind("--", 0) != 0) {
-      throw primus::Error("unexpected argument '" + arg + "' (see --help)");
-    }
-    const std::size_t eq = arg.find('=');
-    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    std::optional<std::string> value;
-    if (eq != std::string::npos) value = arg.substr(eq + 1);
-    if (name == "nproc") {
-      if (!value && i + 1 < argc) value = argv[++i];
-      nproc = value ? primus::parse_unsigned(*value, 4096) : std::nullopt;
-      if (!nproc || *nproc == 0) {
-        throw primus::Error("--nproc: expected a number of ranks from 1 to 4096, got '" +
-                            value.value_or("") + "'");
-      }
-      continue;
-    }
-    given.emplace_back(name, value);
+  using primus::cli::Arg;
+  primus::cli::Parser parser(" (see primus-env --help)");
+  parser.add({"version", Arg::kNone, "", "", "the version"});
+  primus::cli::Option nproc_option{"nproc", Arg::kRequired, "N", "a number of ranks from 1 to 4096",
+                                   "the variables of each of N ranks on this machine (no Slurm)"};
+  nproc_option.check = [](const std::string& value) -> std::optional<std::string> {
+    const auto n = primus::parse_unsigned(value, 4096);
+    if (n && *n > 0) return std::nullopt;
+    return "a number of ranks from 1 to 4096";
+  };
+  parser.add(std::move(nproc_option)).add_option_table();
+  const primus::cli::Parsed args = parser.parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (args.help) {
+    std::cout << kUsage;
+    return 0;
   }
+  if (args.has("version")) {
+    std::cout << "primus-env " << PACKAGE_VERSION << "\n";
+    return 0;
+  }
+  std::optional<std::uint64_t> nproc;
+  if (const auto value = args.value("nproc")) nproc = primus::parse_unsigned(*value, 4096);
+  const auto& given = args.table;
 
   const primus::Environment env = process_environment();
   const primus::ResolvedOptions options = primus::ResolvedOptions::resolve(
@@ -95,9 +89,10 @@ int run(int argc, char** argv) {
     job.submit_dir = current_dir();
     job.port_seed = static_cast<std::uint64_t>(getpid());
     // The caller's secret where it is one (a launcher's), else a new one for this run.
-    const auto given = primus::lookup(env, "PRIMUS_JOB_SECRET");
-    job.job_secret =
-        given && primus::os::is_job_secret(*given) ? *given : primus::os::make_job_secret();
+    const auto caller_secret = primus::lookup(env, "PRIMUS_JOB_SECRET");
+    job.job_secret = caller_secret && primus::os::is_job_secret(*caller_secret)
+                         ? *caller_secret
+                         : primus::os::make_job_secret();
     for (std::uint32_t rank = 0; rank < job.nproc; ++rank) {
       std::cout << "# rank " << rank << "\n"
                 << primus::format_environment(
