@@ -36,6 +36,15 @@ const std::vector<OptionSpec>& option_table() {
        "auto: where every rank of a node sees all of its GPUs, give each local rank a disjoint "
        "block in CUDA_VISIBLE_DEVICES (GPUs that Slurm bound per task are left alone). none: "
        "leave CUDA_VISIBLE_DEVICES as Slurm set it."},
+      {"primus-max-restarts", "PRIMUS_MAX_RESTARTS", "max_restarts", "N", OptionArg::kRequired,
+       OptionScope::kUser, "", "0", validators::restart_count,
+       "primus-launch: start the ranks again in the same allocation, from the newest committed "
+       "checkpoint, up to N times after a rank fails (0: the first failure ends the job)."},
+      {"primus-exit-preempted", "PRIMUS_EXIT_PREEMPTED", "exit_preempted", "STATUS",
+       OptionArg::kRequired, OptionScope::kUser, "", "75", validators::exit_status,
+       "The exit status of a rank, and of primus-launch, that stopped as asked (preemption, a "
+       "time limit, primus-launch stop) after saving a checkpoint. Default 75 (EX_TEMPFAIL); "
+       "sites may set RequeueExit=75 in slurm.conf."},
       {"primus-verbose", "PRIMUS_VERBOSE", "verbose", "", OptionArg::kNone, OptionScope::kUser, "1",
        "0", validators::boolean, "Log what Primus sets up for every rank."},
       {"port-range", "", "port_range", "LO-HI", OptionArg::kRequired, OptionScope::kSite, "",
@@ -52,9 +61,8 @@ const std::vector<OptionSpec>& option_table() {
 
 const std::vector<std::string_view>& reserved_option_names() {
   static const std::vector<std::string_view> names = {
-      "primus-data",         "primus-data-format",  "primus-data-mode",
-      "primus-seed",         "primus-shuffle",      "primus-drop-last",
-      "primus-max-requeues", "primus-max-restarts", "primus-preempt-signal"};
+      "primus-data",    "primus-data-format", "primus-data-mode",    "primus-seed",
+      "primus-shuffle", "primus-drop-last",   "primus-max-requeues", "primus-preempt-signal"};
   return names;
 }
 

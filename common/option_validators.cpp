@@ -43,6 +43,17 @@ std::optional<std::string> boolean(std::string_view value) {
   return "1/yes/true or 0/no/false";
 }
 
+std::optional<std::string> restart_count(std::string_view value) {
+  if (parse_unsigned(value, 1000)) return std::nullopt;
+  return "a number of restarts from 0 to 1000";
+}
+
+std::optional<std::string> exit_status(std::string_view value) {
+  const auto status = parse_unsigned(value, 125);
+  if (status && *status >= 1) return std::nullopt;
+  return "an exit status from 1 to 125 (126 and up mean a command that cannot run or a signal)";
+}
+
 std::optional<std::string> path(std::string_view value) {
   if (value.empty() || value.size() > kMaxPathLength || has_control_character(value)) {
     return "a path (1-4095 characters, no control characters)";

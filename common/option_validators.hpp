@@ -14,5 +14,7 @@ std::optional<std::string> boolean(std::string_view value);
 std::optional<std::string> path(std::string_view value);
 std::optional<std::string> absolute_path_list(std::string_view value);
 std::optional<std::string> port_range(std::string_view value);
+std::optional<std::string> restart_count(std::string_view value);
+std::optional<std::string> exit_status(std::string_view value);
 
 }  // namespace primus::validators

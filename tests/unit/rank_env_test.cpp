@@ -79,6 +79,8 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_BIND_GPUS", "auto"},
       {"PRIMUS_VERBOSE", "0"},
       {"PRIMUS_CKPT_TRUST_SHARED", "0"},
+      {"PRIMUS_MAX_RESTARTS", "0"},
+      {"PRIMUS_EXIT_PREEMPTED", "75"},
   };
   EXPECT_EQ(env, expected);
 }

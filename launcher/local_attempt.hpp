@@ -1,0 +1,48 @@
+// One attempt of the ranks on this machine (OS adapter): starts COMMAND once per rank, each in
+// a process group of its own with its output merged into a pipe, copies every rank's output to
+// its log and (whole lines, with "<rank>: " under --label) to primus-launch's standard output,
+// reaps the ranks, and turns what happens into RankEnds: a rank that fails makes the others
+// stop (SIGTERM to their groups, SIGKILL after the grace time); a stop signal to the launcher,
+// or a stop request in the job directory, is forwarded to every rank's group. When the attempt
+// is over, every group is SIGKILLed, so that no child of a rank (a DataLoader worker) is left.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "events.hpp"
+#include "job_dir.hpp"
+#include "outcome.hpp"
+#include "reaper.hpp"
+
+namespace primus::launch {
+
+struct AttemptSetup {
+  std::string executable;                      // resolved (command_path.hpp)
+  std::vector<std::string> argv;               // argv[0] as given
+  std::vector<std::vector<std::string>> envs;  // "NAME=value" per rank
+  std::filesystem::path log_dir;               // logs/alloc-<a>/attempt-<k>
+  bool label = false;
+  std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
+  std::filesystem::path stop_request;  // checked every second; its appearance is a stop
+  std::string node;                    // for events
+};
+
+struct AttemptResult {
+  std::vector<RankEnd> ends;  // in the order the ranks ended
+  bool stop_requested = false;
+};
+
+// Signals that the caller blocked and that run_attempt reads (through a signalfd): SIGCHLD and
+// the stop signals SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2. Call once, before the first
+// attempt; the ranks start with an empty mask.
+void block_launcher_signals();
+
+AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& events);
+
+}  // namespace primus::launch

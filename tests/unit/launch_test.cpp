@@ -1,0 +1,158 @@
+// primus-launch's decisions (pure): which rank is the root cause, how an attempt ended, restart
+// or exit with which status; and its small adapters: the command's lookup (126/127), the job
+// directory's checks, the events' lines.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+
+#include "command_path.hpp"
+#include "events.hpp"
+#include "job_dir.hpp"
+#include "outcome.hpp"
+#include "primus/common/error.hpp"
+
+namespace primus::launch {
+namespace {
+
+int exited(int code) {
+  return code << 8;  // a wait status as W* macros read it
+}
+
+int signaled(int sig) {
+  return sig;
+}
+
+TEST(LaunchOutcome, ExitCodesAndDescriptionsAsAShellGivesThem) {
+  ASSERT_TRUE(WIFEXITED(exited(3)) && WEXITSTATUS(exited(3)) == 3);
+  ASSERT_TRUE(WIFSIGNALED(signaled(SIGKILL)));
+  EXPECT_EQ(exit_code(exited(0)), 0);
+  EXPECT_EQ(exit_code(exited(3)), 3);
+  EXPECT_EQ(exit_code(signaled(SIGKILL)), 137);
+  EXPECT_EQ(describe(exited(3)), "exit status 3");
+  EXPECT_EQ(describe(signaled(SIGSEGV)), "killed by signal 11 (SIGSEGV)");
+}
+
+TEST(LaunchOutcome, TheFirstRankToFailIsTheCauseNotTheOnesStoppedAfterIt) {
+  // Rank 2 fails; the launcher stops the others, which end by SIGTERM.
+  const std::vector<RankEnd> ends = {{0, exited(0), false},
+                                     {2, exited(3), false},
+                                     {1, signaled(SIGTERM), true},
+                                     {3, signaled(SIGKILL), true}};
+  const Outcome outcome = judge(ends, false, 75);
+  ASSERT_EQ(outcome.verdict, Verdict::kFailed);
+  ASSERT_TRUE(outcome.cause);
+  EXPECT_EQ(outcome.cause->rank, 2);
+  EXPECT_EQ(decide(outcome, 0, 0, 75).exit_status, 3);
+  EXPECT_FALSE(decide(outcome, 0, 0, 75).restart);
+  EXPECT_TRUE(decide(outcome, 0, 1, 75).restart);
+  EXPECT_FALSE(decide(outcome, 1, 1, 75).restart) << "the budget is spent";
+  EXPECT_EQ(decide(outcome, 1, 1, 75).exit_status, 3);
+  // A signal is reported as 128 + the signal.
+  EXPECT_EQ(decide(judge({{0, signaled(SIGSEGV), false}}, false, 75), 0, 0, 75).exit_status, 139);
+}
+
+TEST(LaunchOutcome, AStopEndsWithThePreemptedStatusAndIsNeverRestarted) {
+  const std::vector<RankEnd> stopped = {{1, exited(75), true}, {0, exited(75), true}};
+  const Outcome outcome = judge(stopped, true, 75);
+  EXPECT_EQ(outcome.verdict, Verdict::kStopped);
+  EXPECT_EQ(decide(outcome, 0, 5, 75).exit_status, 75);
+  EXPECT_FALSE(decide(outcome, 0, 5, 75).restart);
+  // Another status for it (--primus-exit-preempted).
+  EXPECT_EQ(judge({{0, exited(99), true}}, true, 99).verdict, Verdict::kStopped);
+  // Ranks that finished before the stop arrived, and others that stopped.
+  EXPECT_EQ(judge({{0, exited(0), false}, {1, exited(75), true}}, true, 75).verdict,
+            Verdict::kStopped);
+  // A rank that does not stop as asked (a plain script killed by SIGTERM) is the cause, and
+  // even with restarts left the stop is not undone by a restart.
+  const Outcome killed = judge({{0, exited(75), true}, {1, signaled(SIGTERM), true}}, true, 75);
+  ASSERT_EQ(killed.verdict, Verdict::kFailed);
+  EXPECT_EQ(killed.cause->rank, 1);
+  EXPECT_FALSE(decide(killed, 0, 5, 75).restart);
+  EXPECT_EQ(decide(killed, 0, 5, 75).exit_status, 143);
+  // Without a stop, 75 is a failure like any other status.
+  EXPECT_EQ(judge({{0, exited(75), false}}, false, 75).verdict, Verdict::kFailed);
+}
+
+TEST(LaunchOutcome, EveryRankAtZeroIsFinished) {
+  const Outcome outcome = judge({{1, exited(0), false}, {0, exited(0), false}}, false, 75);
+  EXPECT_EQ(outcome.verdict, Verdict::kFinished);
+  EXPECT_EQ(decide(outcome, 0, 3, 75).exit_status, 0);
+  EXPECT_FALSE(decide(outcome, 0, 3, 75).restart);
+}
+
+class Scratch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/primus-launch-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(Scratch, CommandsAreFoundAsExecvpFindsThemOrRefusedWith126Or127) {
+  const std::filesystem::path tool = dir_ / "tool";
+  std::ofstream(tool) << "#!/bin/sh\n";
+  const std::filesystem::path plain = dir_ / "plain";
+  std::ofstream(plain) << "data\n";
+  ::chmod(tool.c_str(), 0755);
+  ::chmod(plain.c_str(), 0644);
+  const std::string path = "/nonexistent:" + dir_.string();
+  EXPECT_EQ(resolve_command("tool", path.c_str()).path, tool.string());
+  EXPECT_EQ(resolve_command(tool.string(), nullptr).path, tool.string());
+  EXPECT_EQ(resolve_command("no-such-tool", path.c_str()).status, 127);
+  EXPECT_EQ(resolve_command("no-such-tool", path.c_str()).reason, "not found in PATH");
+  EXPECT_EQ(resolve_command((dir_ / "missing").string(), nullptr).status, 127);
+  EXPECT_EQ(resolve_command(plain.string(), nullptr).status, 126);  // root too: no x bit
+  EXPECT_EQ(resolve_command("plain", path.c_str()).status, 126);
+  EXPECT_EQ(resolve_command(dir_.string(), nullptr).status, 126);
+  EXPECT_EQ(resolve_command("", nullptr).status, 127);
+}
+
+TEST_F(Scratch, TheJobDirectoryIsTheUsersAloneAndLogFoldersAreNeverReused) {
+  const JobDir job(dir_ / "job");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "job").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700U);
+  EXPECT_EQ(job.next_allocation(), 0U);
+  EXPECT_TRUE(std::filesystem::is_directory(job.attempt_logs(0, 0)));
+  EXPECT_TRUE(std::filesystem::is_directory(job.attempt_logs(0, 1)));
+  EXPECT_EQ(job.next_allocation(), 1U);
+  job.attempt_logs(4, 0);
+  EXPECT_EQ(job.next_allocation(), 5U);
+  EXPECT_EQ(job.attempt_logs(0, 1), dir_ / "job" / "logs" / "alloc-0" / "attempt-1");
+
+  std::filesystem::create_directory(dir_ / "shared");
+  ::chmod((dir_ / "shared").c_str(), 0777);
+  try {
+    JobDir bad(dir_ / "shared");
+    ADD_FAILURE() << "took a directory that others can write";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("can be written by others (mode 777)"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::create_directory_symlink(dir_ / "job", dir_ / "link");
+  EXPECT_THROW(JobDir(dir_ / "link"), Error);
+  EXPECT_THROW(JobDir(dir_ / "missing-parent" / "job"), Error);
+}
+
+TEST(LaunchEvents, OneJsonObjectPerLineWithWhatApplies) {
+  EXPECT_EQ(event_line({"launched", std::nullopt, std::nullopt, {}}, "T", 0, 0),
+            "{\"time\": \"T\", \"event\": \"launched\", \"allocation\": 0, \"attempt\": 0}\n");
+  EXPECT_EQ(
+      event_line({"rank-failed", 3, std::string("n\"1"), {{"status", "exit status 3"}}}, "T", 2, 1),
+      "{\"time\": \"T\", \"event\": \"rank-failed\", \"allocation\": 2, \"attempt\": 1, "
+      "\"rank\": 3, \"node\": \"n\\\"1\", \"details\": {\"status\": \"exit status 3\"}}\n");
+  const std::string now = utc_now_ms();
+  EXPECT_EQ(now.size(), 24U) << now;  // 2026-12-01T21:54:11.123Z
+  EXPECT_EQ(now.back(), 'Z');
+  EXPECT_EQ(now[19], '.');
+}
+
+}  // namespace
+}  // namespace primus::launch
