@@ -79,6 +79,7 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_BIND_GPUS", "auto"},
       {"PRIMUS_VERBOSE", "0"},
       {"PRIMUS_CKPT_TRUST_SHARED", "0"},
+      {"PRIMUS_COLL_INTEGRITY", "0"},
   };
   EXPECT_EQ(env, expected);
 }
