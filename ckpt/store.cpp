@@ -1,7 +1,9 @@
 #include "primus/ckpt/store.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,81 +72,155 @@ std::vector<std::filesystem::path> entries(const std::filesystem::path& root) {
   return paths;
 }
 
-// Removes what is in the temporary directory but is not part of this checkpoint (rank files
-// of a larger world from an earlier attempt, stray temporaries).
-void remove_strays(const std::filesystem::path& dir, const Manifest& manifest) {
-  std::set<std::string> keep;
-  for (const FileEntry& file : manifest.files)
-    keep.insert(file.name);
-  keep.insert(std::string(kManifestName));
-  for (const std::filesystem::path& path : entries(dir)) {
-    if (keep.count(path.filename().string()) == 0) fs::remove_tree(path);
+// The names in the open directory `dir` (not . and ..).
+std::vector<std::string> names_at(int dir, const std::filesystem::path& dir_path) {
+  std::vector<std::string> names;
+  os::UniqueFd copy(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* stream = copy.get() < 0 ? nullptr : ::fdopendir(copy.get());
+  if (stream == nullptr) {
+    throw Error("cannot list " + dir_path.string() + ": " + std::strerror(errno));
   }
+  copy.release();  // the stream owns it
+  errno = 0;
+  while (const dirent* entry = ::readdir(stream)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  const int error = errno;
+  ::closedir(stream);
+  if (error != 0) {
+    throw Error("cannot list " + dir_path.string() + ": " + std::strerror(error));
+  }
+  return names;
+}
+
+bool is_directory_at(int dir, const std::string& name) {
+  struct stat st {};
+  return ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+// LATEST's step, read through the open root.
+std::optional<std::int64_t> read_latest_at(int root) {
+  std::optional<std::string> text = fs::read_small_file_at(root, std::string(kLatestName), 64);
+  if (!text) return std::nullopt;
+  while (!text->empty() && (text->back() == '\n' || text->back() == '\r'))
+    text->pop_back();
+  return parse_step_dir_name(*text);
+}
+
+// A message of the library about a path reached through an open directory
+// (/proc/self/fd/N/...), said of the directory's own name instead.
+std::string shown(std::string text, const std::string& via, const std::string& name) {
+  for (std::size_t at; (at = text.find(via)) != std::string::npos;)
+    text.replace(at, via.size(), name);
+  return text;
 }
 
 }  // namespace
 
+// Everything happens through descriptors: the root is opened once (never through a link), and
+// the temporary directory through it, checked to be this user's alone; the rank files and the
+// manifest are reached through that directory's descriptor; renames and removals are relative
+// to the root's. So another user who can write the root (a group-shared one) cannot redirect a
+// step of the commit by renaming the root, the directories above it, or the temporary
+// directory: a temporary directory swapped for another between the checks and the rename is
+// noticed (device and inode) and not committed.
 CommitResult commit(const std::filesystem::path& root, std::int64_t step, int world_size) {
-  const std::filesystem::path temporary = root / temporary_dir_name(step);
-  const std::filesystem::path final_dir = root / step_dir_name(step);
-  if (!is_real_directory(temporary)) {
-    throw Error("cannot commit step " + std::to_string(step) + ": " + temporary.string() +
-                " does not exist (did every rank's RankWriter finish?)");
-  }
+  const std::string temporary_name = temporary_dir_name(step);
+  const std::string final_name = step_dir_name(step);
+  const std::filesystem::path temporary = root / temporary_name;
+  const std::filesystem::path final_dir = root / final_name;
   if (world_size < 1 || world_size > kMaxWorldSize) {
     throw Error("cannot commit: world size " + std::to_string(world_size) + " is out of range");
   }
+  const os::UniqueFd root_fd = fs::open_directory(root);
+  if (!is_directory_at(root_fd.get(), temporary_name)) {
+    throw Error("cannot commit step " + std::to_string(step) + ": " + temporary.string() +
+                " does not exist (did every rank's RankWriter finish?)");
+  }
+  os::UniqueFd tmp_fd;
+  try {
+    tmp_fd = fs::open_private_directory_at(root_fd.get(), root, temporary_name);
+  } catch (const Error& e) {
+    throw Error("cannot commit step " + std::to_string(step) + ": " + e.what() +
+                ", so it may not hold what the ranks wrote");
+  }
+  const std::string via = fs::through(tmp_fd.get(), "x").parent_path().string();
+  auto inside = [&](const std::string& name) { return fs::through(tmp_fd.get(), name); };
   std::vector<RankIndex> indexes;
   std::vector<FileEntry> files;
-  for (int rank = 0; rank < world_size; ++rank) {
-    const std::filesystem::path path = temporary / rank_file_name(rank);
-    if (!std::filesystem::exists(path)) {
-      throw CorruptCheckpoint("cannot commit step " + std::to_string(step) + ": " + path.string() +
-                              " is missing");
+  try {
+    for (int rank = 0; rank < world_size; ++rank) {
+      const std::string name = rank_file_name(rank);
+      struct stat st {};
+      if (::fstatat(tmp_fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        throw CorruptCheckpoint("cannot commit step " + std::to_string(step) + ": " +
+                                (temporary / name).string() + " is missing");
+      }
+      indexes.push_back(RankFile(inside(name)).index());
+      files.push_back(FileEntry{name, rank, fs::file_size(inside(name))});
     }
-    indexes.push_back(RankFile(path).index());
-    files.push_back(FileEntry{path.filename().string(), rank, fs::file_size(path)});
+  } catch (const CorruptCheckpoint& e) {
+    throw CorruptCheckpoint(shown(e.what(), via, temporary.string()));
+  } catch (const Error& e) {
+    throw Error(shown(e.what(), via, temporary.string()));
   }
   const Manifest manifest = build_manifest(step, world_size, indexes, files, utc_now());
-  remove_strays(temporary, manifest);
-  fs::replace_file(temporary / kManifestName, to_json(manifest));
+  // Remove what is in the temporary directory but is not part of this checkpoint (rank files
+  // of a larger world from an earlier attempt, stray temporaries).
+  std::set<std::string> keep;
+  for (const FileEntry& file : manifest.files)
+    keep.insert(file.name);
+  keep.insert(std::string(kManifestName));
+  for (const std::string& name : names_at(tmp_fd.get(), temporary)) {
+    if (keep.count(name) == 0) fs::remove_tree_at(tmp_fd.get(), temporary, name);
+  }
+  fs::replace_file_at(tmp_fd.get(), temporary, std::string(kManifestName), to_json(manifest));
   for (const FileEntry& file : files)
-    fs::fsync_path(temporary / file.name);
-  fs::fsync_path(temporary);
+    fs::fsync_at(tmp_fd.get(), temporary, file.name);
+  fs::fsync_fd(tmp_fd.get(), temporary);
 
+  if (!fs::is_same_at(root_fd.get(), temporary_name, tmp_fd.get())) {
+    throw Error("cannot commit step " + std::to_string(step) + ": " + temporary.string() +
+                " was replaced by another directory during the commit (someone else can write " +
+                root.string() + "); nothing was committed");
+  }
   // A step saved again (after a restart at that very step) replaces the earlier copy in one
   // atomic exchange: step-N is the old copy or the new one at every instant, never missing.
   // The old copy then sits under the temporary name and is removed below.
-  std::filesystem::path displaced;
-  if (is_real_directory(final_dir)) {
-    if (::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) ==
-        0) {
-      displaced = temporary;
-    } else if (errno == EINVAL || errno == ENOSYS) {
+  std::string displaced;
+  if (is_directory_at(root_fd.get(), final_name)) {
+    if (fs::exchange_at(root_fd.get(), root, temporary_name, final_name)) {
+      displaced = temporary_name;
+    } else {
       // A file system without the exchange (some network file systems): move the old copy
       // aside first; a crash in between leaves it under .old-step-N-<pid>.
-      displaced = root / displaced_name(step);
-      fs::rename_path(final_dir, displaced);
-      fs::rename_path(temporary, final_dir);
-    } else {
-      throw Error("cannot exchange " + temporary.string() + " and " + final_dir.string() + ": " +
-                  std::strerror(errno));
+      displaced = displaced_name(step);
+      fs::rename_at(root_fd.get(), root, final_name, displaced);
+      fs::rename_at(root_fd.get(), root, temporary_name, final_name);
     }
   } else {
-    fs::rename_path(temporary, final_dir);
+    fs::rename_at(root_fd.get(), root, temporary_name, final_name);
+  }
+  if (!fs::is_same_at(root_fd.get(), final_name, tmp_fd.get())) {
+    throw Error("cannot commit step " + std::to_string(step) + ": " + final_dir.string() +
+                " is not the directory the ranks wrote (someone else can write " + root.string() +
+                " and renamed it during the commit); LATEST was left as it was");
   }
 
-  const std::optional<std::int64_t> latest = read_latest(root);
-  if (!latest || *latest <= step || !is_real_directory(root / step_dir_name(*latest))) {
-    fs::replace_file(root / kLatestName, step_dir_name(step) + "\n");
+  const std::optional<std::int64_t> latest = read_latest_at(root_fd.get());
+  if (!latest || *latest <= step || !is_directory_at(root_fd.get(), step_dir_name(*latest))) {
+    fs::replace_file_at(root_fd.get(), root, std::string(kLatestName), step_dir_name(step) + "\n");
   }
-  fs::fsync_path(root);
+  fs::fsync_fd(root_fd.get(), root);
   // Committed: what follows only tidies up, and never fails the save.
   try {
-    if (!displaced.empty()) fs::remove_tree(displaced);
-    for (const std::filesystem::path& path : entries(root)) {
-      const auto older = parse_temporary_dir_name(path.filename().string());
-      if (older && *older < step && !fs::in_use(path)) fs::remove_tree(path);
+    if (!displaced.empty()) fs::remove_tree_at(root_fd.get(), root, displaced);
+    for (const std::string& name : names_at(root_fd.get(), root)) {
+      const auto older = parse_temporary_dir_name(name);
+      if (older && *older < step && !fs::in_use(root / name)) {
+        fs::remove_tree_at(root_fd.get(), root, name);
+      }
     }
   } catch (const Error&) {
   }
@@ -233,9 +309,12 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
 std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
                                          std::int64_t keep_every) {
   const PrunePlan plan = prune_plan(root, keep_last, keep_every);
+  if (plan.remove.empty()) return plan.remove;
+  // Every entry to remove is in the root: removed through the root's descriptor.
+  const os::UniqueFd root_fd = fs::open_directory(root);
   for (const std::filesystem::path& path : plan.remove)
-    fs::remove_tree(path);
-  if (!plan.remove.empty()) fs::fsync_path(root);
+    fs::remove_tree_at(root_fd.get(), root, path.filename().string());
+  fs::fsync_fd(root_fd.get(), root);
   return plan.remove;
 }
 

@@ -11,12 +11,22 @@ namespace primus::coll::net {
 Socket connect_authenticated(const std::string& host, std::uint16_t port,
                              handshake::Purpose purpose, std::uint32_t my_rank,
                              const std::string& secret, Deadline deadline, const std::string& peer,
-                             int peer_rank) {
+                             int peer_rank, bool integrity) {
   Socket socket = connect_to(host, port, deadline, peer, peer_rank);
-  const handshake::Hello hello = handshake::make_hello(purpose, my_rank, handshake::fresh_nonce());
+  const handshake::Hello hello =
+      handshake::make_hello(purpose, my_rank, handshake::fresh_nonce(), integrity);
   socket.send_all(hello.data(), hello.size(), deadline);
   handshake::Challenge challenge{};
-  socket.recv_all(challenge.data(), challenge.size(), deadline);
+  try {
+    socket.recv_all(challenge.data(), challenge.size(), deadline);
+  } catch (const PeerFailure& e) {
+    // An acceptor closes at once on a hello it refuses: another version of Primus, or the
+    // other integrity setting.
+    throw PeerFailure(std::string(e.what()) +
+                          " before the handshake's challenge (it refused our hello: another "
+                          "version of Primus, or another --primus-coll-integrity setting?)",
+                      peer_rank);
+  }
   handshake::Proof proof{};
   if (peer_rank < 0) throw CollectiveError("connect_authenticated: the peer's rank is unknown");
   if (!handshake::check_challenge(secret, hello, challenge, static_cast<std::uint32_t>(peer_rank),
@@ -32,6 +42,13 @@ Socket connect_authenticated(const std::string& host, std::uint16_t port,
   socket.recv_all(&verdict, 1, deadline);
   if (verdict != handshake::kAccepted) {
     throw PeerFailure(socket.peer() + ": refused this connection", peer_rank);
+  }
+  if (integrity) {
+    handshake::Nonce acceptor_nonce{};
+    std::memcpy(acceptor_nonce.data(), challenge.data(), acceptor_nonce.size());
+    const auto keys = handshake::connection_keys(secret, hello, acceptor_nonce,
+                                                 static_cast<std::uint32_t>(peer_rank));
+    socket.seal(keys.to_acceptor, keys.to_connector);
   }
   return socket;
 }
@@ -58,14 +75,15 @@ struct Acceptor::Pending {
 Acceptor::Acceptor(const Listener& listener, handshake::Purpose purpose, std::uint32_t my_rank,
                    std::string secret, std::function<bool(std::uint32_t)> accept_rank,
                    std::function<void(const std::string&)> log,
-                   std::chrono::milliseconds handshake_time)
+                   std::chrono::milliseconds handshake_time, bool integrity)
     : listener_(listener),
       purpose_(purpose),
       my_rank_(my_rank),
       secret_(std::move(secret)),
       accept_rank_(std::move(accept_rank)),
       log_(std::move(log)),
-      handshake_time_(handshake_time) {}
+      handshake_time_(handshake_time),
+      integrity_(integrity) {}
 
 Acceptor::~Acceptor() = default;
 
@@ -106,6 +124,12 @@ bool Acceptor::advance(Pending& p) {
         refuse(p, "not a Primus handshake of this kind");
         return true;
       }
+      if (fields->integrity != integrity_) {
+        refuse(p, fields->integrity
+                      ? "asks for --primus-coll-integrity, which this rank runs without"
+                      : "runs without --primus-coll-integrity, which this rank runs with");
+        return true;
+      }
       p.rank = fields->rank;
       p.nonce = handshake::fresh_nonce();
       const handshake::Challenge challenge =
@@ -127,6 +151,10 @@ bool Acceptor::advance(Pending& p) {
       p.socket.send_all(&accepted, 1, p.until);
       p.socket.set_peer("rank " + std::to_string(p.rank) + " (" + p.socket.peer() + ")",
                         static_cast<int>(p.rank));
+      if (integrity_) {
+        const auto keys = handshake::connection_keys(secret_, p.hello, p.nonce, my_rank_);
+        p.socket.seal(keys.to_connector, keys.to_acceptor);
+      }
       accepted_ranks_.insert(p.rank);
       ready_.push_back(std::move(p.socket));
       return true;
@@ -193,8 +221,9 @@ Socket accept_authenticated(const Listener& listener, handshake::Purpose purpose
                             std::uint32_t my_rank, const std::string& secret, Deadline deadline,
                             const std::function<bool(std::uint32_t)>& accept_rank,
                             const std::function<void(const std::string&)>& log,
-                            std::chrono::milliseconds handshake_time) {
-  Acceptor acceptor(listener, purpose, my_rank, secret, accept_rank, log, handshake_time);
+                            std::chrono::milliseconds handshake_time, bool integrity) {
+  Acceptor acceptor(listener, purpose, my_rank, secret, accept_rank, log, handshake_time,
+                    integrity);
   return acceptor.next(deadline);
 }
 

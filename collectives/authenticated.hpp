@@ -17,10 +17,12 @@ namespace primus::coll::net {
 
 // Connects to host:port as `my_rank` and proves the key (a session key) to rank `peer_rank`;
 // the peer must prove it too, as that rank. PeerFailure when it cannot, or refuses us.
+// integrity: ask for integrity (the socket comes back sealed with the connection's keys); the
+// acceptor must run with the same setting, else it refuses.
 Socket connect_authenticated(const std::string& host, std::uint16_t port,
                              handshake::Purpose purpose, std::uint32_t my_rank,
                              const std::string& secret, Deadline deadline, const std::string& peer,
-                             int peer_rank);
+                             int peer_rank, bool integrity = false);
 
 // Accepts the connections of a listener and runs their handshakes concurrently: every pending
 // handshake has its own short deadline (`handshake_time`), at most kMaxPendingHandshakes run at
@@ -32,10 +34,13 @@ class Acceptor {
  public:
   static constexpr std::size_t kMaxPendingHandshakes = 64;
 
-  // my_rank: the rank this listener belongs to (every MAC covers it).
+  // my_rank: the rank this listener belongs to (every MAC covers it). integrity: the sockets
+  // it returns are sealed (integrity.hpp), and connectors that do not ask for it are refused,
+  // like those that ask for it when this is false.
   Acceptor(const Listener& listener, handshake::Purpose purpose, std::uint32_t my_rank,
            std::string secret, std::function<bool(std::uint32_t)> accept_rank,
-           std::function<void(const std::string&)> log, std::chrono::milliseconds handshake_time);
+           std::function<void(const std::string&)> log, std::chrono::milliseconds handshake_time,
+           bool integrity = false);
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
@@ -59,6 +64,7 @@ class Acceptor {
   std::function<bool(std::uint32_t)> accept_rank_;
   std::function<void(const std::string&)> log_;
   std::chrono::milliseconds handshake_time_;
+  bool integrity_;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::deque<Socket> ready_;
   std::set<std::uint32_t> accepted_ranks_;
@@ -70,6 +76,6 @@ Socket accept_authenticated(const Listener& listener, handshake::Purpose purpose
                             std::uint32_t my_rank, const std::string& secret, Deadline deadline,
                             const std::function<bool(std::uint32_t)>& accept_rank,
                             const std::function<void(const std::string&)>& log,
-                            std::chrono::milliseconds handshake_time);
+                            std::chrono::milliseconds handshake_time, bool integrity = false);
 
 }  // namespace primus::coll::net

@@ -65,7 +65,7 @@ std::unique_ptr<Bootstrap> make_bootstrap(const BootstrapSettings& settings,
     const std::string key = handshake::session_key(
         settings.secret, {settings.job, settings.step, static_cast<std::uint32_t>(settings.size)});
     return tcp_store_bootstrap(settings.rank, settings.size, settings.master_addr, settings.port,
-                               key, timeout);
+                               key, timeout, settings.integrity);
   }
   return pmix_bootstrap(address_for_peers(settings));
 }
@@ -80,6 +80,7 @@ std::unique_ptr<Communicator> connect_from_environment(Options options,
         return std::string(value);
       });
   if (!options.timeout) options.timeout = settings.timeout.value_or(kDefaultTimeout);
+  if (!options.integrity) options.integrity = settings.integrity;
   const auto bootstrap = make_bootstrap(settings, *options.timeout);
   const std::string key = handshake::session_key(
       settings.secret,

@@ -15,9 +15,16 @@
 namespace primus::coll::handshake {
 namespace {
 
-constexpr std::string_view kMagic = "PRIMUSA1";
+constexpr std::string_view kMagic = "PRIMUSA2";
 constexpr std::string_view kAcceptorLabel = "primus acceptor";
 constexpr std::string_view kConnectorLabel = "primus connector";
+constexpr std::string_view kToAcceptorLabel = "primus integrity to acceptor";
+constexpr std::string_view kToConnectorLabel = "primus integrity to connector";
+constexpr std::uint32_t kFlagIntegrity = 1;
+constexpr std::size_t kPurposeAt = 8;
+constexpr std::size_t kFlagsAt = 12;
+constexpr std::size_t kRankAt = 16;
+constexpr std::size_t kNonceAt = 20;
 
 void put_u32(std::uint8_t* out, std::uint32_t value) {
   for (int i = 0; i < 4; ++i)
@@ -71,24 +78,30 @@ Nonce fresh_nonce() {
   return nonce;
 }
 
-Hello make_hello(Purpose purpose, std::uint32_t rank, const Nonce& nonce) {
+Hello make_hello(Purpose purpose, std::uint32_t rank, const Nonce& nonce, bool integrity) {
   Hello hello{};
   std::memcpy(hello.data(), kMagic.data(), kMagic.size());
-  put_u32(hello.data() + 8, static_cast<std::uint32_t>(purpose));
-  put_u32(hello.data() + 12, rank);
-  std::memcpy(hello.data() + 16, nonce.data(), nonce.size());
+  put_u32(hello.data() + kPurposeAt, static_cast<std::uint32_t>(purpose));
+  put_u32(hello.data() + kFlagsAt, integrity ? kFlagIntegrity : 0);
+  put_u32(hello.data() + kRankAt, rank);
+  std::memcpy(hello.data() + kNonceAt, nonce.data(), nonce.size());
   return hello;
 }
 
 std::optional<HelloFields> parse_hello(const Hello& hello) {
   if (std::memcmp(hello.data(), kMagic.data(), kMagic.size()) != 0) return std::nullopt;
-  const std::uint32_t purpose = get_u32(hello.data() + 8);
+  const std::uint32_t purpose = get_u32(hello.data() + kPurposeAt);
   if (purpose != static_cast<std::uint32_t>(Purpose::kStore) &&
       purpose != static_cast<std::uint32_t>(Purpose::kPeer)) {
     return std::nullopt;
   }
-  HelloFields fields{static_cast<Purpose>(purpose), get_u32(hello.data() + 12), {}};
-  std::memcpy(fields.nonce.data(), hello.data() + 16, kNonceBytes);
+  const std::uint32_t flags = get_u32(hello.data() + kFlagsAt);
+  if ((flags & ~kFlagIntegrity) != 0) return std::nullopt;
+  HelloFields fields{static_cast<Purpose>(purpose),
+                     get_u32(hello.data() + kRankAt),
+                     {},
+                     (flags & kFlagIntegrity) != 0};
+  std::memcpy(fields.nonce.data(), hello.data() + kNonceAt, kNonceBytes);
   return fields;
 }
 
@@ -131,6 +144,17 @@ bool check_proof(const std::string& key, const Hello& hello, const Nonce& nonce,
                  std::uint32_t acceptor_rank, const Proof& proof) {
   const auto expected = mac(key, kConnectorLabel, hello, nonce, acceptor_rank);
   return CRYPTO_memcmp(expected.data(), proof.data(), kMacBytes) == 0;
+}
+
+ConnectionKeys connection_keys(const std::string& key, const Hello& hello,
+                               const Nonce& acceptor_nonce, std::uint32_t acceptor_rank) {
+  static_assert(kMacBytes == integrity::kKeyBytes);
+  ConnectionKeys keys{};
+  const auto to_acceptor = mac(key, kToAcceptorLabel, hello, acceptor_nonce, acceptor_rank);
+  const auto to_connector = mac(key, kToConnectorLabel, hello, acceptor_nonce, acceptor_rank);
+  std::memcpy(keys.to_acceptor.data(), to_acceptor.data(), kMacBytes);
+  std::memcpy(keys.to_connector.data(), to_connector.data(), kMacBytes);
+  return keys;
 }
 
 }  // namespace primus::coll::handshake

@@ -2,7 +2,8 @@
 // out; HMAC-SHA256 from OpenSSL). Both sides prove that they know the session key without
 // sending it, each over a nonce the other just chose, so that a recorded handshake cannot be
 // replayed:
-//   connector -> acceptor  hello      "PRIMUSA1" | purpose u32 | rank u32 | nonce_c[32]
+//   connector -> acceptor  hello      "PRIMUSA2" | purpose u32 | flags u32 | rank u32 |
+//                                     nonce_c[32]
 //   acceptor  -> connector challenge  nonce_a[32] | HMAC(key, "primus acceptor" | hello |
 //                                     nonce_a | acceptor rank u32)
 //   connector -> acceptor  proof      HMAC(key, "primus connector" | hello | nonce_a |
@@ -11,7 +12,10 @@
 // Integers are little-endian. The labels keep one side's MAC from serving as the other's. The
 // key is session_key(): the job secret bound to the job, the step and the world size, so that
 // the ranks of two jobs, of two tasks of one array job (which share the secret sbatch made), or
-// of two steps never accept each other; both ranks are in every MAC.
+// of two steps never accept each other; both ranks are in every MAC. flags bit 0: the connector
+// asks for integrity (integrity.hpp) after the handshake; an acceptor that runs otherwise
+// refuses it, so both ends always agree. The keys of a connection's two directions come from the
+// session key and both nonces (connection_keys()).
 #pragma once
 
 #include <array>
@@ -19,11 +23,13 @@
 #include <optional>
 #include <string>
 
+#include "integrity.hpp"
+
 namespace primus::coll::handshake {
 
 constexpr std::size_t kNonceBytes = 32;
 constexpr std::size_t kMacBytes = 32;
-constexpr std::size_t kHelloBytes = 8 + 4 + 4 + kNonceBytes;
+constexpr std::size_t kHelloBytes = 8 + 4 + 4 + 4 + kNonceBytes;
 constexpr std::size_t kChallengeBytes = kNonceBytes + kMacBytes;
 constexpr std::size_t kProofBytes = kMacBytes;
 constexpr std::uint8_t kAccepted = 1;
@@ -42,13 +48,14 @@ struct HelloFields {
   Purpose purpose;
   std::uint32_t rank;
   Nonce nonce;
+  bool integrity;  // flags bit 0
 };
 
 // A nonce from the kernel's CSPRNG (getrandom). Throws primus::Error if none can be had.
 Nonce fresh_nonce();
 
-Hello make_hello(Purpose purpose, std::uint32_t rank, const Nonce& nonce);
-// The fields of a hello, or nothing when it is not one (wrong magic or purpose).
+Hello make_hello(Purpose purpose, std::uint32_t rank, const Nonce& nonce, bool integrity = false);
+// The fields of a hello, or nothing when it is not one (wrong magic or purpose, unknown flags).
 std::optional<HelloFields> parse_hello(const Hello& hello);
 
 // Where a connection is made: the job (PRIMUS_JOB_ID, which names an array task), the step
@@ -71,5 +78,15 @@ bool check_challenge(const std::string& key, const Hello& hello, const Challenge
 // The acceptor's check of the connector (constant time).
 bool check_proof(const std::string& key, const Hello& hello, const Nonce& nonce,
                  std::uint32_t acceptor_rank, const Proof& proof);
+
+// The integrity keys of one connection, one per direction: HMAC(key, label | hello | nonce_a |
+// acceptor rank), with a label of its own for each direction. Both ends compute the same two
+// after a handshake that succeeded; no other connection has them (its nonces differ).
+struct ConnectionKeys {
+  integrity::Key to_acceptor;
+  integrity::Key to_connector;
+};
+ConnectionKeys connection_keys(const std::string& key, const Hello& hello,
+                               const Nonce& acceptor_nonce, std::uint32_t acceptor_rank);
 
 }  // namespace primus::coll::handshake

@@ -54,6 +54,16 @@ BootstrapSettings bootstrap_settings(
     s.timeout = std::chrono::seconds(integer("PRIMUS_COLL_TIMEOUT", *timeout, 1, 604800,
                                              "a number of seconds from 1 to 604800"));
   }
+  if (const auto integrity = get("PRIMUS_COLL_INTEGRITY"); integrity && !integrity->empty()) {
+    // The spellings of the option table's boolean settings.
+    const std::string& v = *integrity;
+    if (v == "1" || v == "yes" || v == "true") {
+      s.integrity = true;
+    } else if (v != "0" && v != "no" && v != "false") {
+      throw CollectiveError("PRIMUS_COLL_INTEGRITY='" + v +
+                            "': expected 1/yes/true (authenticate every message) or 0/no/false");
+    }
+  }
   if (const auto node = get("SLURMD_NODENAME"); node && !node->empty()) s.node = *node;
   if (s.method == "tcp") {
     const std::string why = "the TCP bootstrap needs RANK, WORLD_SIZE, MASTER_ADDR and PRIMUS_PORT";

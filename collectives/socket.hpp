@@ -1,12 +1,17 @@
 // TCP sockets for collectives (OS adapter): non-blocking descriptors, every wait a poll() with
-// a deadline (never a busy loop), errors that name the peer.
+// a deadline (never a busy loop), errors that name the peer. A sealed socket (seal()) carries
+// every message as frames of integrity::kFrameBytes, each followed by its tag, and checks every
+// frame it receives before any of it is handed on.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "integrity.hpp"
 
 #include "primus/collectives/error.hpp"
 #include "primus/os/unique_fd.hpp"
@@ -19,8 +24,11 @@ using Deadline = Clock::time_point;
 // A connected stream socket and who is at the other end ("rank 3 (127.0.0.12:40123)").
 class Socket {
  public:
-  Socket() = default;
+  Socket();
   Socket(os::UniqueFd fd, std::string peer, int peer_rank);
+  ~Socket();
+  Socket(Socket&&) noexcept;
+  Socket& operator=(Socket&&) noexcept;
 
   int fd() const { return fd_.get(); }
   bool valid() const { return fd_.valid(); }
@@ -28,18 +36,32 @@ class Socket {
   int peer_rank() const { return peer_rank_; }
   void set_peer(std::string peer, int peer_rank);
 
+  // From now on, messages are authenticated: tags under `send` on what this side sends, checked
+  // under `receive` on what it receives (the two ends swap the keys). Sending and receiving
+  // stay const operations: the frame counters live behind a pointer.
+  void seal(const integrity::Key& send, const integrity::Key& receive);
+  bool sealed() const { return sealing_ != nullptr; }
+  // The tags of what this side sends, and of what it receives; null when not sealed.
+  integrity::Mac* send_mac() const;
+  integrity::Mac* receive_mac() const;
+
+  // A whole message; on a sealed socket the receiver checks every frame and throws PeerFailure
+  // ("failed the integrity check") at the first one that is not what the peer sent.
   void send_all(const void* data, std::size_t bytes, Deadline deadline) const;
   void recv_all(void* data, std::size_t bytes, Deadline deadline) const;
   // What has arrived, up to `bytes`, without waiting (0 when nothing has); PeerFailure when the
-  // peer closed the connection or it failed.
+  // peer closed the connection or it failed. Raw bytes: for the handshake, before seal().
   std::size_t recv_some(void* data, std::size_t bytes) const;
   // The local IPv4 address of this connection ("127.0.0.11").
   std::string local_address() const;
 
  private:
+  struct Sealing;
+
   os::UniqueFd fd_;
   std::string peer_;
   int peer_rank_ = -1;
+  std::unique_ptr<Sealing> sealing_;
 };
 
 class Listener {
@@ -66,7 +88,7 @@ Socket connect_to(const std::string& host, std::uint16_t port, Deadline deadline
 // Sends `send` on `out` while receiving `recv` on `in` (they may be one socket), so that two
 // peers can exchange in both directions at once without deadlock. on_received(total) runs
 // after each receive with the bytes received so far (to reduce what has arrived while the rest
-// is in flight).
+// is in flight); on a sealed socket, with the bytes received and checked so far.
 void exchange(const Socket& out, const void* send, std::size_t send_bytes, const Socket& in,
               void* recv, std::size_t recv_bytes, Deadline deadline,
               const std::function<void(std::size_t)>& on_received = {});

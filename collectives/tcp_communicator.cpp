@@ -42,6 +42,7 @@ class TcpCommunicator final : public Communicator {
         timeout_(options.timeout.value_or(kDefaultTimeout)) {
     peers_.resize(static_cast<std::size_t>(size_));
     if (size_ == 1) return;
+    const bool integrity = options.integrity.value_or(false);
     net::Listener listener(bootstrap.local_address(), 0);
     const std::string mine = bootstrap.local_address() + ":" + std::to_string(listener.port());
     const std::vector<std::string> endpoints = bootstrap.allgather(mine, timeout_);
@@ -52,7 +53,7 @@ class TcpCommunicator final : public Communicator {
       const auto [host, port] = split_endpoint(endpoints[static_cast<std::size_t>(peer)], peer);
       peers_[static_cast<std::size_t>(peer)] = net::connect_authenticated(
           host, port, handshake::Purpose::kPeer, static_cast<std::uint32_t>(rank_), secret,
-          deadline, "rank " + std::to_string(peer), peer);
+          deadline, "rank " + std::to_string(peer), peer, integrity);
     }
     net::Acceptor acceptor(
         listener, handshake::Purpose::kPeer, static_cast<std::uint32_t>(rank_), secret,
@@ -63,7 +64,7 @@ class TcpCommunicator final : public Communicator {
         [this](const std::string& what) {
           std::cerr << "primus: rank " << rank_ << ": " << what << "\n";
         },
-        kHandshakeTime);
+        kHandshakeTime, integrity);
     for (int joined = rank_ + 1; joined < size_; ++joined) {
       net::Socket socket = acceptor.next(deadline);
       const auto r = static_cast<std::size_t>(socket.peer_rank());
@@ -74,6 +75,7 @@ class TcpCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "tcp"; }
+  bool integrity() const override { return options_.integrity.value_or(false); }
 
   void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) override {
     const std::size_t bytes = count * dtype_size(dtype);

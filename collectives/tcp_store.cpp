@@ -62,7 +62,7 @@ std::string recv_value(const net::Socket& socket, net::Deadline deadline) {
 class TcpStore final : public Bootstrap {
  public:
   TcpStore(int rank, int size, const std::string& master_addr, std::uint16_t port,
-           const std::string& secret, std::chrono::milliseconds timeout)
+           const std::string& secret, std::chrono::milliseconds timeout, bool integrity)
       : rank_(rank), size_(size) {
     if (size < 1 || rank < 0 || rank >= size) {
       throw CollectiveError("rank " + std::to_string(rank) + " of " + std::to_string(size) +
@@ -83,7 +83,7 @@ class TcpStore final : public Bootstrap {
             return r > 0 && r < static_cast<std::uint32_t>(size_) && !ranks_[r].valid();
           },
           [](const std::string& what) { std::cerr << "primus: store: " << what << "\n"; },
-          kHandshakeTime);
+          kHandshakeTime, integrity);
       for (int joined = 1; joined < size; ++joined) {
         net::Socket peer = acceptor.next(deadline);
         const auto r = static_cast<std::size_t>(peer.peer_rank());
@@ -92,7 +92,7 @@ class TcpStore final : public Bootstrap {
     } else {
       store_ = net::connect_authenticated(master_addr, port, handshake::Purpose::kStore,
                                           static_cast<std::uint32_t>(rank), secret, deadline,
-                                          "the store of rank 0", 0);
+                                          "the store of rank 0", 0, integrity);
       local_address_ = store_.local_address();
     }
   }
@@ -158,8 +158,8 @@ class TcpStore final : public Bootstrap {
 
 std::unique_ptr<Bootstrap> tcp_store_bootstrap(int rank, int size, const std::string& master_addr,
                                                std::uint16_t port, const std::string& secret,
-                                               std::chrono::milliseconds timeout) {
-  return std::make_unique<TcpStore>(rank, size, master_addr, port, secret, timeout);
+                                               std::chrono::milliseconds timeout, bool integrity) {
+  return std::make_unique<TcpStore>(rank, size, master_addr, port, secret, timeout, integrity);
 }
 
 }  // namespace primus::coll

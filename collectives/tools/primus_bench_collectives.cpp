@@ -36,7 +36,8 @@ constexpr const char* kUsage =
     "                       exit 1 if any is wrong\n"
     "  -h, --help           this text\n"
     "Bootstrap and authentication come from the environment: PRIMUS_JOB_SECRET, PRIMUS_BOOTSTRAP\n"
-    "(pmix or tcp; tcp needs RANK, WORLD_SIZE, MASTER_ADDR, PRIMUS_PORT), PRIMUS_COLL_TIMEOUT.\n"
+    "(pmix or tcp; tcp needs RANK, WORLD_SIZE, MASTER_ADDR, PRIMUS_PORT), PRIMUS_COLL_TIMEOUT,\n"
+    "PRIMUS_COLL_INTEGRITY (1: authenticate every message, --primus-coll-integrity).\n"
     "busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather and reduce_scatter, 1 for\n"
     "broadcast: the bandwidth each link carries, comparable across rank counts.\n";
 
@@ -382,8 +383,9 @@ int main(int argc, char** argv) {
     const int n = comm->size();
     const std::size_t element = primus::coll::dtype_size(s.dtype);
     if (comm->rank() == 0) {
-      std::printf("# primus-bench-collectives: %s, %d ranks, backend %s, dtype %s, redop %s\n",
+      std::printf("# primus-bench-collectives: %s, %d ranks, backend %s%s, dtype %s, redop %s\n",
                   s.op.c_str(), n, comm->backend().c_str(),
+                  comm->integrity() ? " (every message authenticated)" : "",
                   std::string(primus::coll::to_string(s.dtype)).c_str(),
                   std::string(primus::coll::to_string(s.redop)).c_str());
       std::printf("# %12s %12s %8s %8s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop",

@@ -11,7 +11,10 @@ count. Every connection proves the job secret (PRIMUS_JOB_SECRET, which the firs
 out of the environment, so that programs this rank starts do not inherit it) without sending
 it, bound to the job, step and world size. Every call
 ends within the timeout (PRIMUS_COLL_TIMEOUT, default 300 s): a dead or hung peer raises
-PeerFailure naming it.
+PeerFailure naming it. After the handshake the data travels as sent, unauthenticated, unless
+PRIMUS_COLL_INTEGRITY=1 (--primus-coll-integrity): then every 64 KiB carries a tag under a key
+of its connection, and data altered on the way raises PeerFailure instead of being used. It is
+never encrypted.
 """
 
 import sys
@@ -82,6 +85,11 @@ class Communicator:
     @property
     def size(self):
         return self._native.size
+
+    @property
+    def integrity(self):
+        """Whether every message is authenticated (PRIMUS_COLL_INTEGRITY=1)."""
+        return self._native.integrity
 
     def allreduce(self, data, op="sum"):
         """Reduces `data` over every rank, in place; returns it."""

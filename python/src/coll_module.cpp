@@ -48,6 +48,7 @@ PYBIND11_MODULE(_coll, m) {
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("size", &Communicator::size)
       .def_property_readonly("backend", &Communicator::backend)
+      .def_property_readonly("integrity", &Communicator::integrity)
       .def(
           "allreduce",
           [](Communicator& c, const py::buffer& data, const std::string& dtype,

@@ -187,9 +187,13 @@ class Event:
         if self.name == "rename" and len(self.strings) >= 2:
             return self.strings[0], self.strings[1]
         if self.name in ("renameat", "renameat2"):
-            # renameat(AT_FDCWD</cwd>, "from", AT_FDCWD</cwd>, "to"): absolute here.
-            if len(self.strings) >= 2:
-                return self.strings[0], self.strings[1]
+            # renameat(3</root>, "from", 3</root>, "to"), names relative to the directories
+            # (strace -y shows their paths), or AT_FDCWD</cwd> with absolute names.
+            pairs = re.findall(r'(?:^|, )(?:AT_FDCWD|-?\d+)<(.*?)>, "((?:[^"\\]|\\.)*)"',
+                               self.args)
+            if len(pairs) >= 2:
+                return tuple(name if name.startswith("/") else os.path.join(dir_path, name)
+                             for dir_path, name in pairs[:2])
         return None
 
 

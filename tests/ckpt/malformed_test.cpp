@@ -9,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stdio.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +20,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crash_common.hpp"
@@ -901,6 +905,82 @@ TEST_F(SharedRoot, NewCheckpointsAreTheUsersAlone) {
   EXPECT_EQ(st.st_mode & 0777, 0600U);
   ASSERT_EQ(::stat((root_.path() / kLatestName).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600U);
+}
+
+// The writers are done, but before the commit someone who can write the root made the
+// temporary directory writable by others (or it was theirs from the start): commit refuses it,
+// and nothing of it becomes a step. The commit checked nothing of the sort before.
+TEST_F(SharedRoot, ACommitRefusesATemporaryDirectoryThatIsNotTheUsersAlone) {
+  const fs::path tmp = root_.path() / temporary_dir_name(2);
+  for (int rank = 0; rank < crash::kWorld; ++rank) {
+    RankWriter writer(root_.path(), 2, rank, crash::kWorld, WriteOptions{});
+    crash::write_rank(writer, 2, rank, 64, 2);
+  }
+  fs::permissions(tmp, fs::perms::all);
+  try {
+    commit(root_.path(), 2, crash::kWorld);
+    ADD_FAILURE() << "committed a directory that others can write";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("can be written by others (mode 777)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(root_.path() / step_dir_name(2)));
+  EXPECT_EQ(read_latest(root_.path()), 1);
+}
+
+// Another user swaps a directory of their own for the temporary directory, over and over,
+// while the job commits (a race an attacker can run in a group-shared root). The commit works
+// through descriptors and compares what it renamed with what it checked: it may fail, but a
+// commit that succeeds made the job's own directory the step, never the other user's. (It
+// renamed by path, and committed the other user's directory in most tries.) Needs root, to own
+// a directory as another user.
+TEST_F(SharedRoot, ACommitNeverMakesAnotherUsersSwappedInDirectoryTheStep) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to make a directory of another user";
+  const fs::path tmp = root_.path() / temporary_dir_name(2);
+  const fs::path decoy = root_.path() / "decoy";
+  const fs::path final_dir = root_.path() / step_dir_name(2);
+  int committed = 0;
+  int refused = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::error_code ignored;
+    fs::remove_all(final_dir, ignored);
+    fs::remove_all(tmp, ignored);
+    fs::remove_all(decoy, ignored);
+    fs::remove(root_.path() / kLatestName, ignored);
+    for (int rank = 0; rank < crash::kWorld; ++rank) {
+      RankWriter writer(root_.path(), 2, rank, crash::kWorld, WriteOptions{});
+      crash::write_rank(writer, 2, rank, 64, 2);
+    }
+    // The decoy: a copy of the genuine files (so that reading them succeeds), owned by nobody.
+    fs::copy(tmp, decoy);
+    for (const auto& entry : fs::directory_iterator(decoy))
+      ASSERT_EQ(::chown(entry.path().c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(decoy.c_str(), 65534, 65534), 0);
+    std::atomic<bool> stop{false};
+    std::thread swapper([&] {
+      while (!stop.load()) {
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, decoy.c_str(), RENAME_EXCHANGE);
+      }
+    });
+    bool ok = false;
+    try {
+      commit(root_.path(), 2, crash::kWorld);
+      ok = true;
+    } catch (const Error&) {
+    }
+    stop = true;
+    swapper.join();
+    if (!ok) {
+      ++refused;
+      continue;
+    }
+    ++committed;
+    struct stat st {};
+    ASSERT_EQ(::lstat(final_dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0U) << "trial " << trial << ": the other user's directory is the step";
+    EXPECT_EQ(read_latest(root_.path()), 2);
+  }
+  std::cerr << "committed " << committed << ", refused " << refused << " of 40\n";
 }
 
 bool plans_to_remove(const PrunePlan& plan, const fs::path& path) {

@@ -30,6 +30,17 @@ def test_pmix_bootstrap_at_eight_ranks_on_four_nodes(testbed, prefix, op):
     assert len(re.findall(r"^\s+\d+\s+\d+\s+float32", out.stdout, re.M)) == 4, out.stdout  # 8 B, 256 B, 8 KiB, 256 KiB
 
 
+def test_coll_integrity_reaches_every_rank_and_changes_no_result(testbed, prefix):
+    """srun --primus-coll-integrity: the plugin exports PRIMUS_COLL_INTEGRITY=1 to every task,
+    every message of the mesh and the store is authenticated, and every result is right."""
+    out = run_in_module(testbed, prefix,
+                        "srun --mpi=pmix -N2 -n4 --primus --primus-coll-integrity "
+                        "primus-bench-collectives --check -b 1K -e 4M -f 64 -n 10 -w 1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "4 ranks, backend tcp (every message authenticated)" in out.stdout, out.stdout
+    assert "# 0 wrong elements" in out.stdout, out.stdout
+
+
 def test_tcp_store_bootstrap_under_srun(testbed, prefix):
     out = run_in_module(testbed, prefix,
                         "srun --mpi=none -N2 -n4 --primus primus-bench-collectives "

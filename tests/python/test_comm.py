@@ -35,7 +35,7 @@ RANK_SCRIPT = INPUTS + r'''
 import hashlib, json
 from primus import comm
 c = comm.connect(timeout=60)
-out = {"rank": c.rank, "size": c.size}
+out = {"rank": c.rank, "size": c.size, "integrity": c.integrity}
 x = inputs(c.rank, SUM, 1001, np.float32)
 c.allreduce(x)
 out["sum"] = x.tobytes().hex()
@@ -202,6 +202,27 @@ def test_ranks_of_two_array_tasks_sharing_a_secret_never_join_one_world():
     results = launch(2, "from primus import comm; print(comm.connect().size)",
                      extra={"PRIMUS_JOB_ID": "41_1"})
     assert [(rc, out.strip()) for rc, out, _ in results] == [(0, "2"), (0, "2")], results
+
+
+def test_with_integrity_the_results_are_the_same_bits_and_a_mismatch_is_named():
+    """PRIMUS_COLL_INTEGRITY=1 (--primus-coll-integrity) authenticates every message: the
+    results are the bits of the plain path; a rank that runs otherwise is refused by name."""
+    plain = launch(3, RANK_SCRIPT)
+    sealed = launch(3, RANK_SCRIPT, extra={"PRIMUS_COLL_INTEGRITY": "1"})
+    for rc, _, stderr in plain + sealed:
+        assert rc == 0, stderr
+    plain_outs = [json.loads(out) for _, out, _ in plain]
+    sealed_outs = [json.loads(out) for _, out, _ in sealed]
+    assert [o.pop("integrity") for o in plain_outs] == [False] * 3
+    assert [o.pop("integrity") for o in sealed_outs] == [True] * 3
+    assert sealed_outs == plain_outs
+    results = launch(2, "from primus import comm; comm.connect()",
+                     extra={"PRIMUS_COLL_TIMEOUT": "5"},
+                     rank_extra={1: {"PRIMUS_COLL_INTEGRITY": "1"}})
+    (rc0, _, err0), (rc1, _, err1) = results
+    assert rc0 != 0 and rc1 != 0, (err0, err1)
+    assert "asks for --primus-coll-integrity, which this rank runs without" in err0, err0
+    assert "--primus-coll-integrity" in err1, err1
 
 
 def test_bad_arguments_are_refused_before_anything_is_sent():

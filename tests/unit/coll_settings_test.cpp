@@ -82,6 +82,25 @@ TEST(CollSettings, PmixWhenAskedOrWhenAPmixServerIsThere) {
   EXPECT_EQ(settings(env).node, "n3");
 }
 
+TEST(CollSettings, IntegrityIsOffUnlessAskedForInTheOptionTablesSpellings) {
+  EXPECT_FALSE(settings(kTcp).integrity);
+  for (const char* on : {"1", "yes", "true"}) {
+    auto env = kTcp;
+    env["PRIMUS_COLL_INTEGRITY"] = on;
+    EXPECT_TRUE(settings(env).integrity) << on;
+  }
+  for (const char* off : {"0", "no", "false", ""}) {
+    auto env = kTcp;
+    env["PRIMUS_COLL_INTEGRITY"] = off;
+    EXPECT_FALSE(settings(env).integrity) << off;
+  }
+  auto env = kTcp;
+  env["PRIMUS_COLL_INTEGRITY"] = "on";
+  EXPECT_EQ(error_of(env),
+            "PRIMUS_COLL_INTEGRITY='on': expected 1/yes/true (authenticate every message) or "
+            "0/no/false");
+}
+
 TEST(CollSettings, ErrorsNameTheVariableAndWhatWasExpected) {
   auto env = kTcp;
   env.erase("PRIMUS_JOB_SECRET");

@@ -77,8 +77,8 @@ std::vector<RankOutcome> run_ranks(
       int code = 0;
       try {
         if (job.before_connect) job.before_connect(rank);
-        auto bootstrap =
-            tcp_store_bootstrap(rank, job.size, "127.0.0.1", port, job.secret, job.timeout);
+        auto bootstrap = tcp_store_bootstrap(rank, job.size, "127.0.0.1", port, job.secret,
+                                             job.timeout, job.options.integrity.value_or(false));
         auto comm = tcp_communicator(*bootstrap, job.secret, job.options);
         body(*comm, report);
       } catch (const PeerFailure& e) {

@@ -25,7 +25,7 @@ struct Job {
   int size = 1;
   std::string secret = "test-secret-0123456789";
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // the bootstrap's
-  Options options;
+  Options options;         // options.integrity also seals the store's connections
   std::uint16_t port = 0;  // of rank 0's store; 0: a free one
   // A hang guard, not a performance bound: the ranks still running this long after they were
   // started are killed (SIGKILL), and the test fails naming them. Generous, so that it holds

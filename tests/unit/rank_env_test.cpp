@@ -81,6 +81,7 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_CKPT_TRUST_SHARED", "0"},
       {"PRIMUS_MAX_RESTARTS", "0"},
       {"PRIMUS_EXIT_PREEMPTED", "75"},
+      {"PRIMUS_COLL_INTEGRITY", "0"},
   };
   EXPECT_EQ(env, expected);
 }

@@ -28,10 +28,12 @@ class Bootstrap {
 
 // The TCP store: rank 0 listens on master_addr:port and every other rank connects to it,
 // each connection authenticated with `key` (handshake::session_key of the job secret: see
-// connect_from_environment). Waits for all ranks up to `timeout`.
+// connect_from_environment). Waits for all ranks up to `timeout`. integrity: every message on
+// those connections is authenticated too (Options::integrity); all ranks must agree.
 std::unique_ptr<Bootstrap> tcp_store_bootstrap(int rank, int size, const std::string& master_addr,
                                                std::uint16_t port, const std::string& secret,
-                                               std::chrono::milliseconds timeout);
+                                               std::chrono::milliseconds timeout,
+                                               bool integrity = false);
 
 // PMIx (srun --mpi=pmix, mpirun): rank and size from the PMIx server; peers reach this rank at
 // local_address.
@@ -48,6 +50,7 @@ struct BootstrapSettings {
   std::string job;                                   // PRIMUS_JOB_ID ("" when unset)
   std::string step;                                  // SLURM_STEP_ID ("" when unset)
   std::optional<std::chrono::milliseconds> timeout;  // PRIMUS_COLL_TIMEOUT, seconds
+  bool integrity = false;                            // PRIMUS_COLL_INTEGRITY (0 or 1)
   std::string node;  // this rank's node: SLURMD_NODENAME, else the host name
 };
 

@@ -25,6 +25,12 @@ struct Options {
   std::size_t small_bytes = std::size_t{64} << 10;
   // The ring reduces what has arrived while the rest is in flight, this much at a time.
   std::size_t segment_bytes = std::size_t{256} << 10;
+  // Authenticate every message after the handshake, not only the connection (a tag per 64 KiB
+  // frame under a key of that connection and direction; docs/collectives.md): data altered in
+  // transit, or injected by someone who took over a connection, is refused (PeerFailure)
+  // instead of reduced. Every rank must agree: a rank of the other setting is refused at the
+  // handshake. Unset: PRIMUS_COLL_INTEGRITY (connect_from_environment), else off.
+  std::optional<bool> integrity;
 };
 
 class Communicator {
@@ -33,6 +39,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
+  // Whether every message is authenticated (Options::integrity), not only the connections.
+  virtual bool integrity() const { return false; }
 
   // In place: data holds count elements on every rank, and the reduction of all ranks' after.
   virtual void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) = 0;
