@@ -1,13 +1,17 @@
 """Primus for Slurm, the rank side.
 
 `primus.checkpoint` saves and loads HDF5 checkpoints that are never torn (libprimus-ckpt);
-`primus.comm` runs collectives between the ranks (libprimus-coll). The
-rank environment (RANK, WORLD_SIZE, MASTER_ADDR, PRIMUS_CKPT_DIR, ...) comes from the Primus
+`primus.comm` runs collectives between the ranks (libprimus-coll);
+`primus.init()` and `primus.should_stop()` make a stopped (preempted) job save at a step every
+rank agrees on and exit with `primus.EXIT_PREEMPTED`. The rank environment (RANK, WORLD_SIZE, MASTER_ADDR, PRIMUS_CKPT_DIR, ...) comes from the Primus
 SPANK plugin under srun, or from primus-launch.
 """
 
 __version__ = "0.1.0"
-__all__ = ["checkpoint", "comm", "__version__"]
+__all__ = ["checkpoint", "comm", "init", "should_stop", "stop_requested", "EXIT_PREEMPTED",
+           "Job", "__version__"]
+
+from ._runtime import EXIT_PREEMPTED, Job, init, should_stop, stop_requested  # noqa: E402
 
 
 def __getattr__(name):

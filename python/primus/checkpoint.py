@@ -11,7 +11,8 @@ Every rank calls save() with the same step. By default each tensor is replicated
 once, by rank `owner`; wrap a rank's part of a sharded tensor in Shard(tensor, global_shape,
 offset) and a per-rank tensor in PerRank(tensor). A save becomes visible only when every rank
 wrote its file and rank 0 committed: `agree(ok)` must return True on every rank only when all
-ranks passed True (the default uses torch.distributed when it is initialized).
+ranks passed True (the default uses torch.distributed when it is initialized, else primus.comm
+after primus.init()).
 """
 
 import concurrent.futures
@@ -48,6 +49,10 @@ def _default_agree(world_size):
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
     if dist is None or not dist.is_available() or not dist.is_initialized():
+        from . import _runtime
+
+        if _runtime.initialized():  # after primus.init(): agree through primus.comm
+            return _runtime.agree
         raise CheckpointError(
             f"save() with world_size {world_size} needs agree=...: a function that returns True "
             "on every rank only when every rank passed True (torch.distributed is not "

@@ -1,0 +1,171 @@
+"""primus.init(), primus.should_stop() and the stop signals (docs/architecture.md, "The rank-side
+API" and "Preemption and requeue").
+
+SIGTERM and the warning signal (PRIMUS_PREEMPT_SIGNAL, default USR2) mean the same to a rank:
+save at the next step boundary and exit with EXIT_PREEMPTED (PRIMUS_EXIT_PREEMPTED, 75). The
+handlers only raise a flag, so a signal that arrives during a save (a second SIGTERM) never
+interrupts it. should_stop(), called by every rank once per step, agrees on the flag through
+primus.comm, so that every rank stops at the same step.
+"""
+
+import os
+import signal
+import sys
+import threading
+
+from . import _env
+
+EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
+
+_lock = threading.Lock()
+_job = None
+_stop_signal = None  # the number of the first stop signal received, or None
+_comm = None  # the primus.comm communicator that agrees on stops (world size > 1)
+
+
+class Job:
+    """What init() found: this rank, its world, and where to resume from."""
+
+    def __init__(self, rank, world_size, local_rank, restart_count, job_dir, ckpt_dir, resume):
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self.restart_count = restart_count
+        self.job_dir = job_dir
+        self.ckpt_dir = ckpt_dir
+        self.resume = resume  # the committed checkpoint directory to resume from, or None
+        self.device = "cpu"
+
+    def __repr__(self):
+        return (f"primus.Job(rank={self.rank}, world_size={self.world_size}, "
+                f"local_rank={self.local_rank}, restart_count={self.restart_count}, "
+                f"resume={self.resume!r})")
+
+
+def _stop_signals():
+    names = {"USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2, "TERM": signal.SIGTERM,
+             "INT": signal.SIGINT, "HUP": signal.SIGHUP}
+    warning = os.environ.get("PRIMUS_PREEMPT_SIGNAL", "USR2").upper().removeprefix("SIG")
+    if warning not in names:
+        raise ValueError(f"PRIMUS_PREEMPT_SIGNAL: expected one of {', '.join(names)}, got "
+                         f"{os.environ.get('PRIMUS_PREEMPT_SIGNAL')!r}")
+    return sorted({signal.SIGTERM, names[warning]})
+
+
+def _raise_flag(signum, frame):  # noqa: ARG001 (the signal module's signature)
+    global _stop_signal
+    if _stop_signal is None:
+        _stop_signal = signum
+
+
+def _install_handlers():
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("primus.init() must be called from the main thread (it installs the "
+                           "stop-signal handlers)")
+    for signum in _stop_signals():
+        signal.signal(signum, _raise_flag)
+
+
+def _resolve_resume(ckpt_dir):
+    explicit = os.environ.get("PRIMUS_RESUME")
+    if explicit:
+        return explicit
+    if not ckpt_dir or not os.path.isdir(ckpt_dir):
+        return None
+    from . import checkpoint
+
+    step = checkpoint.latest_step(ckpt_dir)
+    if step is None:
+        return None
+    return os.path.join(ckpt_dir, f"step-{step:012d}")
+
+
+def _init_torch(job):
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        return
+    if job.world_size > 1 and dist.is_available() and not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, init_method="env://", rank=job.rank,
+                                world_size=job.world_size)
+    if torch.cuda.is_available():
+        torch.cuda.set_device(job.local_rank % torch.cuda.device_count())
+        job.device = f"cuda:{torch.cuda.current_device()}"
+
+
+def init(torch=True):
+    """Reads the rank environment of the Primus plugin or primus-launch and returns the Job;
+    idempotent. Installs the stop-signal handlers, resolves where to resume from (PRIMUS_RESUME,
+    else the newest committed checkpoint under PRIMUS_CKPT_DIR), and, with torch=True and torch
+    importable, initialises torch.distributed (gloo, or nccl with CUDA) for a world above one.
+    In a plain `python script.py` it is a world of one, with ./primus-local as the job
+    directory."""
+    global _job
+    with _lock:
+        if _job is not None:
+            return _job
+        if "PRIMUS_ENV_VERSION" not in os.environ and "RANK" in os.environ:
+            print("primus: warning: RANK is set but PRIMUS_ENV_VERSION is not: the variables "
+                  "did not come from the Primus plugin or primus-launch", file=sys.stderr)
+        rank, world_size = _env.rank_and_world()
+        job_dir = os.environ.get("PRIMUS_JOB_DIR") or os.path.abspath("primus-local")
+        ckpt_dir = os.environ.get("PRIMUS_CKPT_DIR") or os.path.join(job_dir, "ckpt")
+        os.environ.setdefault("PRIMUS_JOB_DIR", job_dir)
+        os.environ.setdefault("PRIMUS_CKPT_DIR", ckpt_dir)
+        job = Job(rank, world_size, _env._int_variable("LOCAL_RANK", 0),
+                  _env._int_variable("PRIMUS_RESTART_COUNT",
+                                     _env._int_variable("TORCHELASTIC_RESTART_COUNT", 0)),
+                  job_dir, ckpt_dir, _resolve_resume(ckpt_dir))
+        _install_handlers()
+        if torch:
+            _init_torch(job)
+        _job = job
+        return job
+
+
+def stop_requested():
+    """Whether this rank received a stop signal (no agreement: see should_stop())."""
+    return _stop_signal is not None
+
+
+def _communicator():
+    global _comm
+    if _comm is None:
+        from . import comm
+
+        _comm = comm.connect()
+    return _comm
+
+
+def should_stop():
+    """True on every rank at the same step once any rank received a stop signal. Every rank
+    calls it once per training step, after training on the step's batch: one max-allreduce of
+    a flag through primus.comm (nothing in a world of one)."""
+    job = init(torch=False) if _job is None else _job
+    local = 1 if _stop_signal is not None else 0
+    if job.world_size == 1:
+        return bool(local)
+    import numpy as np
+
+    flag = np.array([local], dtype=np.int32)
+    _communicator().allreduce(flag, op="max")
+    return bool(flag[0])
+
+
+def agree(ok):
+    """True on every rank only when every rank passed True (checkpoint.save's agreement when
+    torch.distributed is not initialised)."""
+    job = init(torch=False) if _job is None else _job
+    if job.world_size == 1:
+        return bool(ok)
+    import numpy as np
+
+    flag = np.array([1 if ok else 0], dtype=np.int32)
+    _communicator().allreduce(flag, op="min")
+    return bool(flag[0])
+
+
+def initialized():
+    return _job is not None
