@@ -89,113 +89,120 @@ struct Frames {
 constexpr std::size_t kFramesPerCall = 4;
 constexpr int kMaxPieces = 2 * static_cast<int>(kFramesPerCall);
 
-// What is left to send of one message. Plain: the bytes. Sealed: each frame, then its tag.
-class Outgoing {
+// Where a transfer of one message stands, in either direction. Plain: a run of bytes. Sealed:
+// each frame, then its tag; the data in place, the tags of the frames in the window in tags.
+class FrameCursor {
  public:
-  Outgoing(const Socket& socket, const void* data, std::size_t bytes)
-      : mac_(socket.send_mac()), data_(static_cast<const std::uint8_t*>(data)), frames_{bytes} {}
+  FrameCursor(std::uint8_t* data, std::size_t bytes, bool sealed)
+      : data_(data), frames_{bytes}, sealed_(sealed) {}
 
-  bool done() const { return mac_ ? frame_ >= frames_.count() : at_ >= frames_.bytes; }
+  bool done() const { return sealed_ ? frame_ >= frames_.count() : at_ >= frames_.bytes; }
+  // Bytes of whole frames behind the cursor (plain: every byte), from the message's start.
+  std::size_t behind() const {
+    return sealed_ ? std::min(frames_.begin(frame_), frames_.bytes) : at_;
+  }
+  std::uint8_t* frame_data(std::size_t f) const { return data_ + frames_.begin(f); }
+  std::size_t frame_size(std::size_t f) const { return frames_.size(f); }
+  integrity::Tag& tag(std::size_t f) { return tags_[f % kFramesPerCall]; }
 
-  // The next pieces to send, at most kMaxPieces.
-  int pieces(iovec* pieces) {
-    if (!mac_) {
-      pieces[0] = {const_cast<std::uint8_t*>(data_ + at_), frames_.bytes - at_};
+  // The next pieces, at most kMaxPieces; prepare(f) runs first for each frame in the window.
+  template <typename Prepare>
+  int pieces(iovec* out, Prepare&& prepare) {
+    if (!sealed_) {
+      out[0] = {data_ + at_, frames_.bytes - at_};
       return 1;
     }
     int n = 0;
-    std::size_t skip = at_;  // of the first frame's data and tag, already sent
+    std::size_t skip = at_;  // of the first frame's data and tag, already transferred
     for (std::size_t f = frame_; f < frames_.count() && f < frame_ + kFramesPerCall; ++f) {
-      if (f == tagged_) {
-        tags_[f % kFramesPerCall] = mac_->tag(data_ + frames_.begin(f), frames_.size(f));
-        ++tagged_;
-      }
+      prepare(f);
       const std::size_t size = frames_.size(f);
-      if (skip < size) {
-        pieces[n++] = {const_cast<std::uint8_t*>(data_ + frames_.begin(f) + skip), size - skip};
-      }
+      if (skip < size) out[n++] = {frame_data(f) + skip, size - skip};
       const std::size_t tag_skip = skip > size ? skip - size : 0;
-      pieces[n++] = {tags_[f % kFramesPerCall].data() + tag_skip, integrity::kTagBytes - tag_skip};
+      out[n++] = {tag(f).data() + tag_skip, integrity::kTagBytes - tag_skip};
       skip = 0;
     }
     return n;
   }
 
-  void advance(std::size_t sent) {
-    at_ += sent;
-    if (!mac_) return;
+  // Moves past `bytes` transferred; complete(f) runs for each frame whose tag is now whole.
+  template <typename Complete>
+  void advance(std::size_t bytes, Complete&& complete) {
+    at_ += bytes;
+    if (!sealed_) return;
     while (frame_ < frames_.count() && at_ >= frames_.size(frame_) + integrity::kTagBytes) {
+      complete(frame_);
       at_ -= frames_.size(frame_) + integrity::kTagBytes;
       ++frame_;
     }
   }
 
  private:
-  integrity::Mac* mac_;
-  const std::uint8_t* data_;
+  std::uint8_t* data_;
   Frames frames_;
-  std::size_t frame_ = 0;   // sealed: the frame being sent
-  std::size_t at_ = 0;      // plain: bytes sent; sealed: bytes of frame_ (and its tag) sent
-  std::size_t tagged_ = 0;  // sealed: frames whose tags are computed
+  bool sealed_;
+  std::size_t frame_ = 0;  // sealed: the frame being transferred
+  std::size_t at_ = 0;     // plain: bytes transferred; sealed: bytes of frame_ and its tag
   std::array<integrity::Tag, kFramesPerCall> tags_{};
 };
 
-// What is left to receive of one message. Plain: the bytes. Sealed: each frame into place, its
-// tag beside, and the frame checked as soon as its tag is complete.
+// What is left to send of one message; a frame's tag is computed as it enters the window.
+class Outgoing {
+ public:
+  Outgoing(const Socket& socket, const void* data, std::size_t bytes)
+      : mac_(socket.send_mac()),
+        // sendmsg only reads through the pieces.
+        cursor_(const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(data)), bytes,
+                mac_ != nullptr) {}
+
+  bool done() const { return cursor_.done(); }
+  int pieces(iovec* out) {
+    return cursor_.pieces(out, [this](std::size_t f) {
+      if (f < tagged_) return;
+      cursor_.tag(f) = mac_->tag(cursor_.frame_data(f), cursor_.frame_size(f));
+      tagged_ = f + 1;
+    });
+  }
+  void advance(std::size_t sent) {
+    cursor_.advance(sent, [](std::size_t) {});
+  }
+
+ private:
+  integrity::Mac* mac_;
+  FrameCursor cursor_;
+  std::size_t tagged_ = 0;  // frames whose tags are computed
+};
+
+// What is left to receive of one message; each frame is checked as soon as its tag is whole.
 class Incoming {
  public:
   Incoming(const Socket& socket, void* data, std::size_t bytes)
       : socket_(socket),
         mac_(socket.receive_mac()),
-        data_(static_cast<std::uint8_t*>(data)),
-        frames_{bytes} {}
+        cursor_(static_cast<std::uint8_t*>(data), bytes, mac_ != nullptr) {}
 
-  bool done() const { return mac_ ? frame_ >= frames_.count() : at_ >= frames_.bytes; }
+  bool done() const { return cursor_.done(); }
   // Bytes of the message received (and, sealed, checked) so far, from its start.
-  std::size_t usable() const { return mac_ ? std::min(frames_.begin(frame_), frames_.bytes) : at_; }
-
-  int pieces(iovec* pieces) {
-    if (!mac_) {
-      pieces[0] = {data_ + at_, frames_.bytes - at_};
-      return 1;
-    }
-    int n = 0;
-    std::size_t skip = at_;
-    for (std::size_t f = frame_; f < frames_.count() && f < frame_ + kFramesPerCall; ++f) {
-      const std::size_t size = frames_.size(f);
-      if (skip < size) pieces[n++] = {data_ + frames_.begin(f) + skip, size - skip};
-      const std::size_t tag_skip = skip > size ? skip - size : 0;
-      pieces[n++] = {tags_[f % kFramesPerCall].data() + tag_skip, integrity::kTagBytes - tag_skip};
-      skip = 0;
-    }
-    return n;
+  std::size_t usable() const { return cursor_.behind(); }
+  int pieces(iovec* out) {
+    return cursor_.pieces(out, [](std::size_t) {});
   }
-
   void advance(std::size_t received) {
-    at_ += received;
-    if (!mac_) return;
-    while (frame_ < frames_.count() && at_ >= frames_.size(frame_) + integrity::kTagBytes) {
-      const std::size_t size = frames_.size(frame_);
+    cursor_.advance(received, [this](std::size_t f) {
       const std::uint64_t number = mac_->frames();
-      if (!mac_->check(data_ + frames_.begin(frame_), size, tags_[frame_ % kFramesPerCall])) {
+      if (!mac_->check(cursor_.frame_data(f), cursor_.frame_size(f), cursor_.tag(f))) {
         peer_failure(socket_, "data failed the integrity check (frame " + std::to_string(number) +
                                   " of the connection, the first being 0): it was altered in "
-                                  "transit, or did not come from "
-                                  "the peer that authenticated (--primus-coll-integrity)");
+                                  "transit, or did not come from the peer that authenticated "
+                                  "(--primus-coll-integrity)");
       }
-      at_ -= size + integrity::kTagBytes;
-      ++frame_;
-    }
+    });
   }
 
  private:
   const Socket& socket_;
   integrity::Mac* mac_;
-  std::uint8_t* data_;
-  Frames frames_;
-  std::size_t frame_ = 0;
-  std::size_t at_ = 0;
-  std::array<integrity::Tag, kFramesPerCall> tags_{};
+  FrameCursor cursor_;
 };
 
 // Sends `outgoing` on `out` and receives `incoming` on `in` (either may be absent) until both

@@ -267,9 +267,13 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
         else:
             offset, shape = [], []
         out = np.empty(shape if mode == "rows" else global_shape, dtype=STORAGE[dtype])
-        # Filled in the background: several reads in flight overlap one's checksum and page
-        # faults with the others' I/O (the extension releases the GIL).
-        reads.append(pool.submit(checkpoint.read_into, name, offset, shape, out))
+        if not global_shape:
+            # A 0-d tensor may become a numpy scalar at once (a copy of its value): read it now.
+            checkpoint.read_into(name, offset, shape, out)
+        else:
+            # Filled in the background: several reads in flight overlap one's checksum and page
+            # faults with the others' I/O (the extension releases the GIL).
+            reads.append(pool.submit(checkpoint.read_into, name, offset, shape, out))
         if dtype == "bool":
             out = out.view(np.bool_)
         return out

@@ -14,26 +14,17 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_collectives import Missing, free_port, rows_of, run_ranks  # noqa: E402
+from compare_collectives import Missing, run_primus_bench  # noqa: E402
 
 SIZES = (1 << 20, 64 << 20)
 GOALS = {1 << 20: 1.5, 64 << 20: 2.0}
 
 
 def run(build, integrity, label):
-    bench = os.path.join(build, "primus-bench-collectives")
-    port = free_port()
-    envs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET="be" * 32, PRIMUS_BOOTSTRAP="tcp",
-                   PRIMUS_COLL_INTEGRITY="1" if integrity else "0")
-        env["LD_LIBRARY_PATH"] = os.path.join(build, "collectives", ".libs") + ":" + \
-            env.get("LD_LIBRARY_PATH", "")
-        envs.append(env)
-    argv = [bench, "-b", str(SIZES[0]), "-e", str(SIZES[-1]), "-f", str(SIZES[1] // SIZES[0]),
-            "-n", "10", "--check"]
-    return rows_of(label, run_ranks(label, [argv] * 2, envs), (0, 4, 6))
+    args = ["-b", str(SIZES[0]), "-e", str(SIZES[-1]), "-f", str(SIZES[1] // SIZES[0]), "-n",
+            "10", "--check"]
+    return run_primus_bench(build, args, label,
+                            {"PRIMUS_COLL_INTEGRITY": "1" if integrity else "0"})
 
 
 def main():

@@ -102,18 +102,24 @@ def rows_of(label, out, columns):
     return rows
 
 
-def run_primus(build, max_bytes, label):
+def run_primus_bench(build, args, label, extra_env=None):
+    """primus-bench-collectives ARGS at 2 ranks over the TCP store; its rows by size."""
     bench = os.path.join(build, "primus-bench-collectives")
     port = free_port()
     envs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET="be" * 32, PRIMUS_BOOTSTRAP="tcp")
+                   PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET="be" * 32, PRIMUS_BOOTSTRAP="tcp",
+                   **(extra_env or {}))
         env["LD_LIBRARY_PATH"] = os.path.join(build, "collectives", ".libs") + ":" + \
             env.get("LD_LIBRARY_PATH", "")
         envs.append(env)
-    out = run_ranks(label, [[bench, "-b", "8", "-e", str(max_bytes)]] * 2, envs)
+    out = run_ranks(label, [[bench] + list(args)] * 2, envs)
     return rows_of(label, out, (0, 4, 6))
+
+
+def run_primus(build, max_bytes, label):
+    return run_primus_bench(build, ["-b", "8", "-e", str(max_bytes)], label)
 
 
 def run_mpi(tools, max_bytes, label):

@@ -35,10 +35,11 @@ def test_a_stop_signal_only_raises_the_flag_and_a_second_one_does_not_interrupt(
 
 def test_a_plain_script_is_a_world_of_one_with_primus_local(tmp_path):
     code = "import primus; job = primus.init(torch=False); print(job.job_dir, job.ckpt_dir, job.resume)"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PRIMUS_", "RANK", "WORLD_SIZE"))}
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path,
-                            env={k: v for k, v in os.environ.items()
-                                 if not k.startswith(("PRIMUS_", "RANK", "WORLD_SIZE"))})
+                            timeout=120, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(tmp_path / "primus-local"),
                                      str(tmp_path / "primus-local" / "ckpt"), "None"]
@@ -47,7 +48,7 @@ def test_a_plain_script_is_a_world_of_one_with_primus_local(tmp_path):
 def launch(workdir, out, stop_at=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["OUT"] = str(out)
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     if stop_at is not None:
         env["STOP_AT"] = str(stop_at)
     return subprocess.run([LAUNCHER, "--nproc", "2", "--label", "--",
