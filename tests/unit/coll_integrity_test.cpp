@@ -137,9 +137,19 @@ constexpr auto kTime = std::chrono::seconds(20);
 // included).
 using Rewrite = std::function<std::uint8_t(std::size_t, const std::vector<std::uint8_t>&)>;
 
+void relay_once(const net::Listener& front, std::uint16_t to_port, const Rewrite& rewrite);
+
 // Relays one connection between the connector and `to_port`, both ways, rewriting the
-// connector's stream; ends when either side closes.
+// connector's stream; ends when either side closes or fails (an end that refused the data
+// resets its connection: the relay just stops).
 void relay(const net::Listener& front, std::uint16_t to_port, const Rewrite& rewrite) {
+  try {
+    relay_once(front, to_port, rewrite);
+  } catch (const std::exception&) {
+  }
+}
+
+void relay_once(const net::Listener& front, std::uint16_t to_port, const Rewrite& rewrite) {
   const auto deadline = net::Clock::now() + kTime;
   const net::Socket client = front.accept(deadline);
   const net::Socket server = net::connect_to("127.0.0.1", to_port, deadline, "the acceptor", 0);
