@@ -144,7 +144,7 @@ bool Acceptor::advance(Pending& p) {
     std::string why;
     if (!handshake::check_proof(secret_, p.hello, p.nonce, my_rank_, p.proof)) {
       why = "failed authentication (not this job's secret, or a replayed handshake)";
-    } else if (!accept_rank_(p.rank) || accepted_ranks_.count(p.rank) != 0) {
+    } else if (!accept_rank_(p.rank) || (once_per_rank_ && accepted_ranks_.count(p.rank) != 0)) {
       why = "claims rank " + std::to_string(p.rank) + ", which is not expected here";
     } else {
       const std::uint8_t accepted = handshake::kAccepted;
@@ -171,7 +171,7 @@ bool Acceptor::advance(Pending& p) {
   return true;
 }
 
-Socket Acceptor::next(Deadline deadline) {
+Socket Acceptor::next(Deadline deadline, int wake_fd) {
   for (;;) {
     if (!ready_.empty()) {
       Socket socket = std::move(ready_.front());
@@ -200,11 +200,13 @@ Socket Acceptor::next(Deadline deadline) {
       fds.push_back({p->socket.fd(), POLLIN, 0});
       wake = std::min(wake, p->until);
     }
+    if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
     const int ready = ::poll(fds.data(), fds.size(), poll_timeout(wake));
     if (ready < 0 && errno != EINTR) {
       throw CollectiveError(std::string("poll: ") + std::strerror(errno));
     }
     if (ready <= 0) continue;
+    if (wake_fd >= 0 && fds.back().revents != 0) return Socket();
     // Handshakes first (their indexes match fds), then new connections.
     std::vector<std::unique_ptr<Pending>> still;
     for (std::size_t i = 0; i < pending_.size(); ++i) {

@@ -41,14 +41,19 @@ class Acceptor {
            std::string secret, std::function<bool(std::uint32_t)> accept_rank,
            std::function<void(const std::string&)> log, std::chrono::milliseconds handshake_time,
            bool integrity = false);
+
+  // Accept a rank again after it was returned once (the control channel, where a rank comes
+  // back in the next attempt); by default each rank connects once.
+  void allow_reconnects() { once_per_rank_ = false; }
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
 
   // The next connection that proved the secret for `purpose` with a rank that accept_rank
   // allows and that this acceptor has not returned before, with its peer rank set; PeerFailure
-  // (peer -1) when none completes before the deadline.
-  Socket next(Deadline deadline);
+  // (peer -1) when none completes before the deadline. wake_fd: a descriptor that, once
+  // readable, makes next() return an invalid Socket at once (to stop a thread that accepts).
+  Socket next(Deadline deadline, int wake_fd = -1);
 
  private:
   struct Pending;
@@ -65,6 +70,7 @@ class Acceptor {
   std::function<void(const std::string&)> log_;
   std::chrono::milliseconds handshake_time_;
   bool integrity_;
+  bool once_per_rank_ = true;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::deque<Socket> ready_;
   std::set<std::uint32_t> accepted_ranks_;

@@ -92,7 +92,8 @@ std::optional<HelloFields> parse_hello(const Hello& hello) {
   if (std::memcmp(hello.data(), kMagic.data(), kMagic.size()) != 0) return std::nullopt;
   const std::uint32_t purpose = get_u32(hello.data() + kPurposeAt);
   if (purpose != static_cast<std::uint32_t>(Purpose::kStore) &&
-      purpose != static_cast<std::uint32_t>(Purpose::kPeer)) {
+      purpose != static_cast<std::uint32_t>(Purpose::kPeer) &&
+      purpose != static_cast<std::uint32_t>(Purpose::kControl)) {
     return std::nullopt;
   }
   const std::uint32_t flags = get_u32(hello.data() + kFlagsAt);

@@ -42,7 +42,8 @@ using Proof = std::array<std::uint8_t, kProofBytes>;
 
 // What a connection is for, so that a handshake for one kind of connection is not accepted by
 // a listener of another.
-enum class Purpose : std::uint32_t { kStore = 1, kPeer = 2 };
+// kControl: a rank (or its task wrapper) reporting to primus-launch (control.hpp).
+enum class Purpose : std::uint32_t { kStore = 1, kPeer = 2, kControl = 3 };
 
 struct HelloFields {
   Purpose purpose;

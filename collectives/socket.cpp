@@ -291,6 +291,11 @@ integrity::Mac* Socket::receive_mac() const {
   return sealing_ ? &sealing_->receive : nullptr;
 }
 
+os::UniqueFd Socket::release() {
+  if (sealing_) throw CollectiveError("a sealed socket cannot be handed over");
+  return std::move(fd_);
+}
+
 void Socket::set_peer(std::string peer, int peer_rank) {
   peer_ = std::move(peer);
   peer_rank_ = peer_rank;

@@ -35,6 +35,8 @@ class Socket {
   const std::string& peer() const { return peer_; }
   int peer_rank() const { return peer_rank_; }
   void set_peer(std::string peer, int peer_rank);
+  // The descriptor, handed over (a plain socket only: the control channel's JSON lines).
+  os::UniqueFd release();
 
   // From now on, messages are authenticated: tags under `send` on what this side sends, checked
   // under `receive` on what it receives (the two ends swap the keys). Sending and receiving

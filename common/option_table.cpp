@@ -52,6 +52,28 @@ const std::vector<OptionSpec>& option_table() {
        "The exit status of a rank, and of primus-launch, that stopped as asked (preemption, a "
        "time limit, primus-launch stop) after saving a checkpoint. Default 75 (EX_TEMPFAIL); "
        "sites may set RequeueExit=75 in slurm.conf."},
+      {"primus-max-requeues", "PRIMUS_MAX_REQUEUES", "max_requeues", "N", OptionArg::kRequired,
+       OptionScope::kUser, "", "3", validators::requeue_count,
+       "primus-launch: put a job that stopped at its time limit (after a checkpoint) back in the "
+       "queue while it has been requeued fewer than N times (SLURM_RESTART_COUNT, every kind of "
+       "requeue counted); at the cap it exits 1. A preempted job is always requeued once."},
+      {"primus-preempt-signal", "PRIMUS_PREEMPT_SIGNAL", "preempt_signal", "SIG",
+       OptionArg::kRequired, OptionScope::kUser, "", "USR2", validators::stop_signal,
+       "The warning signal that, like SIGTERM, makes the ranks save at the next step and exit "
+       "with --primus-exit-preempted: give the same to sbatch --signal (for example "
+       "--signal=USR2@120)."},
+      {"primus-hang-timeout", "PRIMUS_HANG_TIMEOUT", "hang_timeout", "SECONDS|off",
+       OptionArg::kRequired, OptionScope::kUser, "", "off", validators::seconds_or_off,
+       "primus-launch: end the attempt when a rank's steps (or its heartbeats) stop advancing "
+       "for SECONDS, naming that rank (then restart it under --primus-max-restarts). Only ranks "
+       "that report through the primus package are watched."},
+      {"primus-heartbeat-interval", "PRIMUS_HEARTBEAT_INTERVAL", "heartbeat_interval", "SECONDS",
+       OptionArg::kRequired, OptionScope::kUser, "", "5", validators::seconds,
+       "How often each rank reports its progress to primus-launch (0: never)."},
+      {"primus-control-addr", "PRIMUS_CONTROL_ADDR", "", "HOST[:PORT]", OptionArg::kRequired,
+       OptionScope::kUser, "", "", validators::host_and_port,
+       "primus-launch: the address its control channel listens on, which every node must reach. "
+       "Default: this node's address (its name as Slurm knows it), any free port."},
       {"primus-verbose", "PRIMUS_VERBOSE", "verbose", "", OptionArg::kNone, OptionScope::kUser, "1",
        "0", validators::boolean, "Log what Primus sets up for every rank."},
       {"port-range", "", "port_range", "LO-HI", OptionArg::kRequired, OptionScope::kSite, "",
@@ -67,9 +89,9 @@ const std::vector<OptionSpec>& option_table() {
 }
 
 const std::vector<std::string_view>& reserved_option_names() {
-  static const std::vector<std::string_view> names = {
-      "primus-data",    "primus-data-format", "primus-data-mode",    "primus-seed",
-      "primus-shuffle", "primus-drop-last",   "primus-max-requeues", "primus-preempt-signal"};
+  static const std::vector<std::string_view> names = {"primus-data",      "primus-data-format",
+                                                      "primus-data-mode", "primus-seed",
+                                                      "primus-shuffle",   "primus-drop-last"};
   return names;
 }
 

@@ -1,6 +1,7 @@
 #include "option_validators.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
@@ -52,6 +53,44 @@ std::optional<std::string> exit_status(std::string_view value) {
   const auto status = parse_unsigned(value, 125);
   if (status && *status >= 1) return std::nullopt;
   return "an exit status from 1 to 125 (126 and up mean a command that cannot run or a signal)";
+}
+
+std::optional<std::string> requeue_count(std::string_view value) {
+  if (parse_unsigned(value, 1000)) return std::nullopt;
+  return "a number of requeues from 0 to 1000";
+}
+
+std::optional<std::string> stop_signal(std::string_view value) {
+  std::string_view name = value;
+  if (name.substr(0, 3) == "SIG") name.remove_prefix(3);
+  for (const std::string_view allowed : {"USR1", "USR2", "TERM", "INT", "HUP", "URG"}) {
+    if (name == allowed) return std::nullopt;
+  }
+  return "a signal name: USR1, USR2, TERM, INT, HUP or URG (with or without SIG)";
+}
+
+std::optional<std::string> seconds_or_off(std::string_view value) {
+  if (value == "off" || value == "0") return std::nullopt;
+  if (parse_unsigned(value, 7 * 24 * 3600)) return std::nullopt;
+  return "a number of seconds (1 to 604800) or 'off'";
+}
+
+std::optional<std::string> seconds(std::string_view value) {
+  if (parse_unsigned(value, 3600)) return std::nullopt;
+  return "a number of seconds from 0 (off) to 3600";
+}
+
+std::optional<std::string> host_and_port(std::string_view value) {
+  const auto colon = value.rfind(':');
+  const std::string_view host = colon == std::string_view::npos ? value : value.substr(0, colon);
+  const bool host_ok =
+      !host.empty() && host.size() <= 253 && std::all_of(host.begin(), host.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
+      });
+  const bool port_ok =
+      colon == std::string_view::npos || parse_unsigned(value.substr(colon + 1), 65535);
+  if (host_ok && port_ok) return std::nullopt;
+  return "HOST or HOST:PORT (an address or a name of this node; port 0 or none: any free one)";
 }
 
 std::optional<std::string> path(std::string_view value) {

@@ -16,5 +16,10 @@ std::optional<std::string> absolute_path_list(std::string_view value);
 std::optional<std::string> port_range(std::string_view value);
 std::optional<std::string> restart_count(std::string_view value);
 std::optional<std::string> exit_status(std::string_view value);
+std::optional<std::string> requeue_count(std::string_view value);
+std::optional<std::string> stop_signal(std::string_view value);
+std::optional<std::string> seconds_or_off(std::string_view value);
+std::optional<std::string> seconds(std::string_view value);
+std::optional<std::string> host_and_port(std::string_view value);
 
 }  // namespace primus::validators

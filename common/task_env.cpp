@@ -78,7 +78,14 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
   in.ports = assign_ports(framework, step.topology.tasks_per_node().max_tasks(), block,
                           block_source, options.value_or("primus-master-port", "auto"));
   in.job_id = step.job_id;
-  in.restart_count = step.restart_count;
+  // Requeues (SLURM_RESTART_COUNT) plus the restarts primus-launch made in this allocation.
+  const auto launch_restarts = lookup(env, "PRIMUS_LAUNCH_RESTARTS");
+  const auto restarts = launch_restarts ? parse_unsigned(*launch_restarts, 1U << 20) : 0;
+  if (!restarts) {
+    throw Error("PRIMUS_LAUNCH_RESTARTS: expected a number of restarts, got '" + *launch_restarts +
+                "'");
+  }
+  in.restart_count = step.restart_count + static_cast<std::uint32_t>(*restarts);
   in.submit_dir = lookup(env, "SLURM_SUBMIT_DIR").value_or(lookup(env, "PWD").value_or("/"));
   in.bootstrap = lookup(env, "PMIX_RANK") ? Bootstrap::kPmix : Bootstrap::kTcp;
   in.job_secret = job_secret;

@@ -67,4 +67,51 @@ Decision decide(const Outcome& outcome, std::uint32_t restarts_done, std::uint32
   return {false, code == 0 ? 1 : code};
 }
 
+std::optional<std::uint32_t> hung_rank(
+    const std::map<std::uint32_t, std::chrono::steady_clock::time_point>& last_progress,
+    std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout) {
+  std::optional<std::uint32_t> oldest;
+  std::chrono::steady_clock::time_point when{};
+  for (const auto& [rank, at] : last_progress) {
+    if (!oldest || at < when) {
+      oldest = rank;
+      when = at;
+    }
+  }
+  if (oldest && now - when > timeout) return oldest;
+  return std::nullopt;
+}
+
+StopDecision decide_stop(const StopFacts& facts) {
+  StopDecision d;
+  if (facts.cancelled) {
+    d.reason = StopReason::kCancelled;
+    d.event = "cancelled";
+    d.exit_status = 128 + SIGTERM;
+    return d;
+  }
+  if (facts.user_stop) {
+    d.reason = StopReason::kUserStop;
+    d.event = "finished";
+    return d;
+  }
+  if (facts.preempted) {
+    d.reason = StopReason::kPreempted;
+    d.event = "preempted";
+    d.requeue = true;
+    d.exit_status = facts.preempted_status;
+    return d;
+  }
+  d.reason = StopReason::kTimeLimit;
+  if (facts.requeues_so_far < facts.max_requeues) {
+    d.event = "time-limit";
+    d.requeue = true;
+    d.exit_status = facts.preempted_status;
+  } else {
+    d.event = "requeue-cap-reached";
+    d.exit_status = 1;
+  }
+  return d;
+}
+
 }  // namespace primus::launch

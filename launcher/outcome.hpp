@@ -5,7 +5,9 @@
 // stopped as asked.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,5 +59,36 @@ struct Decision {
 // during which a stop was asked for is never restarted, whatever its ranks did.
 Decision decide(const Outcome& outcome, std::uint32_t restarts_done, std::uint32_t max_restarts,
                 int preempted_status);
+
+// Supervision for hangs: the rank whose steps (or heartbeats) stopped first, once that was more
+// than `timeout` ago; nothing while every rank is within it. last_progress: when each rank
+// that reports over the control channel last advanced a step (or said hello).
+std::optional<std::uint32_t> hung_rank(
+    const std::map<std::uint32_t, std::chrono::steady_clock::time_point>& last_progress,
+    std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout);
+
+// Under Slurm, after the ranks stopped as asked (docs/architecture.md, "Preemption and requeue",
+// rule 3): why, whether the job goes back to the queue, and primus-launch's exit status.
+enum class StopReason {
+  kUserStop,   // primus-launch stop: no requeue, exit 0
+  kCancelled,  // scancel: never requeued
+  kPreempted,  // PreemptTime set: requeued exactly once, by us, whatever the count
+  kTimeLimit,  // otherwise (the --signal warning, a signal to the step): requeued below the cap
+};
+struct StopFacts {
+  bool user_stop = false;
+  bool cancelled = false;             // JobState CANCELLED
+  bool preempted = false;             // PreemptTime set
+  std::uint32_t requeues_so_far = 0;  // SLURM_RESTART_COUNT: every kind of requeue counts
+  std::uint32_t max_requeues = 3;     // --primus-max-requeues
+  int preempted_status = kExitDefaultPreempted;
+};
+struct StopDecision {
+  StopReason reason = StopReason::kTimeLimit;
+  bool requeue = false;
+  int exit_status = 0;
+  std::string event;  // preempted, time-limit, cancelled, requeue-cap-reached, finished
+};
+StopDecision decide_stop(const StopFacts& facts);
 
 }  // namespace primus::launch

@@ -1,7 +1,8 @@
 // primus-launch: one per allocation, it starts and supervises the ranks of a job (docs/man/
-// primus-launch.1, docs/architecture.md "The launcher and its control channel"). This is the
-// one-machine mode: --nproc N ranks on this machine, with the rank environment the plugin gives
-// ranks under srun; the Slurm mode follows.
+// primus-launch.1, docs/architecture.md "The launcher and its control channel"). Inside a Slurm
+// allocation it runs the ranks as one srun step of task wrappers and supervises them through
+// the control channel; outside one, --nproc N ranks on this machine, with the rank environment
+// the plugin gives ranks under srun.
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -13,6 +14,8 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,8 +26,16 @@
 #include "local_attempt.hpp"
 #include "outcome.hpp"
 #include "primus/common.hpp"
+#include "primus/common/rank_env.hpp"
+#include "primus/common/slurm_step.hpp"
 #include "primus/os/job_secret.hpp"
+#include "primus/os/node_address.hpp"
 #include "reaper.hpp"
+#include "slurm_attempt.hpp"
+#include "slurm_queries.hpp"
+#include "task_wrapper.hpp"
+
+#include <slurm/slurm.h>
 
 extern char** environ;
 
@@ -32,25 +43,30 @@ namespace primus::launch {
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: primus-launch [options] --nproc N -- COMMAND [ARGS...]\n"
-    "       primus-launch stop [JOBDIR]\n"
+    "Usage: primus-launch [options] -- COMMAND [ARGS...]      (inside a Slurm allocation)\n"
+    "       primus-launch [options] --nproc N -- COMMAND [ARGS...]   (on this machine)\n"
+    "       primus-launch stop [JOBID|JOBDIR]\n"
     "\n"
     "Starts COMMAND once per rank with the rank environment of primus(7) (RANK, WORLD_SIZE,\n"
     "LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ...), supervises the ranks and ends them together.\n"
+    "Inside an allocation the ranks are one srun step with the job's layout (srun's own\n"
+    "options through its SLURM_* and SRUN_* input variables).\n"
     "  --nproc N          N ranks on this machine (outside a Slurm allocation)\n"
     "  --label            prefix every output line with '<rank>: '\n"
     "  --help, --version\n"
     "Every --primus option of srun and sbatch is accepted (see primus(7)); PRIMUS_* variables\n"
     "apply below them. Among them: --primus-max-restarts=N (start the ranks again after a\n"
-    "failure, default 0), --primus-exit-preempted=STATUS (75), --primus-job-dir=PATH\n"
-    "(default ./primus-local: logs, events.jsonl, checkpoints).\n"
+    "failure, default 0), --primus-max-requeues=N (3), --primus-hang-timeout=SECONDS (off),\n"
+    "--primus-exit-preempted=STATUS (75), --primus-job-dir=PATH (default primus-JOBID in the\n"
+    "submit directory, or ./primus-local on one machine: logs, events.jsonl, checkpoints).\n"
     "\n"
-    "stop [JOBDIR]: asks the launcher of the job in JOBDIR (default $PRIMUS_JOB_DIR, else\n"
-    "./primus-local) to stop its ranks gracefully; they save and exit, and it exits 75.\n"
+    "stop [JOBID|JOBDIR]: asks the launcher of a job to stop its ranks gracefully; they save\n"
+    "and exit, and the job is not requeued (default: $PRIMUS_JOB_DIR, else ./primus-local).\n"
     "\n"
-    "Exit status: 0 the ranks finished; 75 they stopped as asked; 2 a usage or configuration\n"
-    "error; 126/127 COMMAND cannot run or is not found; otherwise the first failing rank's\n"
-    "status (128+N for signal N).\n";
+    "Exit status: 0 the ranks finished (or stopped by primus-launch stop under Slurm); 75 they\n"
+    "stopped for preemption or a time limit after a checkpoint; 1 the requeue cap was reached;\n"
+    "2 a usage or configuration error; 126/127 COMMAND cannot run or is not found; otherwise\n"
+    "the first failing rank's status (128+N for signal N).\n";
 
 std::string this_hostname() {
   char name[256] = {};
@@ -84,6 +100,29 @@ std::vector<std::string> last_lines(const std::filesystem::path& path, std::size
   return {lines.begin(), lines.end()};
 }
 
+// The job directory of Slurm job JOBID as primus-launch makes it by default: primus-<JOBID> in
+// the job's submit directory (scontrol's WorkDir).
+std::string job_dir_of_slurm_job(const std::string& job) {
+  const CommandOutput out =
+      run_command({"scontrol", "show", "job", "-o", job}, std::chrono::seconds(30));
+  if (out.status != 0) throw Error("stop " + job + ": scontrol show job failed: " + out.output);
+  const auto record = parse_scontrol_record(out.output);
+  const auto work_dir = record.find("WorkDir");
+  if (work_dir == record.end()) throw Error("stop " + job + ": scontrol shows no WorkDir");
+  std::string id = job;
+  if (const auto array = record.find("ArrayJobId"); array != record.end()) {
+    const auto task = record.find("ArrayTaskId");
+    if (task != record.end()) id = array->second + "_" + task->second;
+  }
+  const std::filesystem::path dir = std::filesystem::path(work_dir->second) / ("primus-" + id);
+  if (!std::filesystem::exists(dir / "events.jsonl")) {
+    throw Error("stop " + job + ": " + dir.string() +
+                " is not a primus-launch job directory; for a job started with "
+                "--primus-job-dir, give that directory");
+  }
+  return dir.string();
+}
+
 int stop_command(const std::vector<std::string>& args) {
   cli::Parser parser(" (see primus-launch --help)");
   parser.operands({});
@@ -104,9 +143,7 @@ int stop_command(const std::vector<std::string>& args) {
     dir = env != nullptr && *env != '\0' ? env : "primus-local";
   }
   if (!dir.empty() && dir.find_first_not_of("0123456789_") == std::string::npos) {
-    throw cli::UsageError("stop " + dir +
-                          ": stopping a Slurm job by its id needs the Slurm mode of "
-                          "primus-launch, which is not built yet; give the job directory");
+    dir = job_dir_of_slurm_job(dir);
   }
   const std::filesystem::path job_dir = absolute_from_here(dir);
   if (!std::filesystem::exists(job_dir / "events.jsonl")) {
@@ -173,15 +210,13 @@ Settings parse(const std::vector<std::string>& args, const Environment& env) {
         "(SLURM_JOB_ID is set); run primus-launch outside one, or start the ranks with srun "
         "--primus");
   }
-  if (!parsed.has("nproc")) {
+  if (!parsed.has("nproc") && !in_allocation) {
     throw cli::UsageError(
-        in_allocation
-            ? "inside a Slurm allocation primus-launch starts the ranks with srun, which this "
-              "version does not do yet: give --nproc N outside the allocation, or use srun "
-              "--primus"
-            : "--nproc N is required outside a Slurm allocation (how many ranks to start)");
+        "--nproc N is required outside a Slurm allocation (how many ranks to start)");
   }
-  s.nproc = static_cast<std::uint32_t>(*parse_unsigned(*parsed.value("nproc"), 4096));
+  if (parsed.has("nproc")) {
+    s.nproc = static_cast<std::uint32_t>(*parse_unsigned(*parsed.value("nproc"), 4096));
+  }
   s.label = parsed.has("label");
   s.command = parsed.command;
   s.layers = {parse_environment_options(env),
@@ -195,6 +230,292 @@ std::uint32_t option_number(const ResolvedOptions& options, std::string_view nam
   return static_cast<std::uint32_t>(parse_unsigned(options.value_or(name, "0"), max).value_or(0));
 }
 
+// Prints the root cause once: the rank, its node, how it ended, the last lines of its log.
+void print_root_cause(const RankEnd& cause, const std::string& node,
+                      const std::filesystem::path& log_dir, std::uint32_t attempt,
+                      const std::string& what) {
+  const std::filesystem::path log = log_dir / rank_log_name(static_cast<std::uint32_t>(cause.rank));
+  std::cerr << "primus-launch: rank " << cause.rank << " on " << node << " " << what << ": "
+            << describe(cause.wait_status) << " (attempt " << attempt << "); the last lines of "
+            << log.string() << ":\n";
+  for (const std::string& line : last_lines(log, 10))
+    std::cerr << "  | " << line << "\n";
+}
+
+std::uint32_t env_number(const Environment& env, std::string_view name, std::uint32_t fallback) {
+  const auto value = lookup(env, name);
+  if (!value) return fallback;
+  return static_cast<std::uint32_t>(parse_unsigned(*value, 1U << 30).value_or(fallback));
+}
+
+// The ranks of the step srun starts in this allocation with no layout options of its own.
+std::uint32_t slurm_world_size(const Environment& env) {
+  if (const auto n = env_number(env, "SLURM_NTASKS", 0); n > 0) return n;
+  const std::uint32_t nodes =
+      env_number(env, "SLURM_JOB_NUM_NODES", env_number(env, "SLURM_NNODES", 1));
+  return std::max<std::uint32_t>(1, nodes);
+}
+
+std::string self_executable() {
+  std::error_code error;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw Error("cannot find primus-launch's own path (/proc/self/exe)");
+  return path.string();
+}
+
+// `exec primus-launch` matters for --signal=B:...: Slurm signals the batch shell, which does not
+// pass the signal on to a child.
+void warn_without_exec() {
+  const auto comm = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(in, name);
+    return name;
+  };
+  const auto parent_of = [](pid_t pid) -> pid_t {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) return -1;
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    pid_t ppid = -1;
+    rest >> state >> ppid;
+    return ppid;
+  };
+  const pid_t parent = ::getppid();
+  const std::string shell = comm(parent);
+  const bool is_shell = shell == "bash" || shell == "sh" || shell == "dash" || shell == "zsh" ||
+                        shell == "ksh" || shell == "tcsh" || shell == "csh";
+  if (is_shell && comm(parent_of(parent)) == "slurmstepd") {
+    std::cerr << "primus-launch: note: the batch script runs primus-launch without exec; a "
+                 "signal for the batch shell (sbatch --signal=B:SIG@T) stops at the shell. "
+                 "Write 'exec primus-launch ...' or use --signal=SIG@T (no B:).\n";
+  }
+}
+
+int slurm_launch(const Settings& s, const Environment& env, const ResolvedCommand& command) {
+  const std::string job = *lookup(env, "SLURM_JOB_ID");
+  const std::string job_id = primus_job_id(env);
+  const std::string submit_dir =
+      lookup(env, "SLURM_SUBMIT_DIR").value_or(std::filesystem::current_path().string());
+  const std::filesystem::path job_path =
+      absolute_from_here(resolve_job_dir(s.options, submit_dir, job_id));
+  const JobDir job_dir(job_path);
+  const std::uint32_t allocation = env_number(env, "SLURM_RESTART_COUNT", 0);
+  const std::uint32_t max_restarts = option_number(s.options, "primus-max-restarts", 1000);
+  const std::uint32_t max_requeues = option_number(s.options, "primus-max-requeues", 1000);
+  const int preempted = static_cast<int>(option_number(s.options, "primus-exit-preempted", 125));
+  const std::string hang = s.options.value_or("primus-hang-timeout", "off");
+  std::optional<std::chrono::milliseconds> hang_timeout;
+  if (hang != "off" && hang != "0") {
+    hang_timeout = std::chrono::seconds(parse_unsigned(hang, 7 * 24 * 3600).value_or(0));
+  }
+  const ResolvedCommand srun = resolve_command("srun", std::getenv("PATH"));
+  if (srun.status != 0) {
+    std::cerr << "primus-launch: srun: " << srun.reason << " (inside an allocation the ranks "
+              << "are started with srun)\n";
+    return srun.status;
+  }
+
+  OptionLayer fixed;
+  fixed.source = OptionSource::kSrun;
+  fixed.values["primus-job-dir"] = job_path.string();
+  std::vector<OptionLayer> layers = s.layers;
+  layers.push_back(fixed);
+  const ResolvedOptions options = ResolvedOptions::resolve(layers);
+
+  // The job's secret when sbatch or salloc made one (--primus); otherwise one for this launch,
+  // which srun's plugin keeps for the step.
+  std::string secret = lookup(env, "PRIMUS_JOB_SECRET").value_or("");
+  if (!os::is_job_secret(secret)) secret = os::make_job_secret();
+
+  const std::string node = lookup(env, "SLURMD_NODENAME").value_or(this_hostname());
+  std::string control_host;
+  std::uint16_t control_port = 0;
+  if (const auto given = options.get("primus-control-addr")) {
+    const std::string& value = given->value;
+    const auto colon = value.rfind(':');
+    control_host = value.substr(0, colon);
+    if (colon != std::string::npos) {
+      control_port = static_cast<std::uint16_t>(*parse_unsigned(value.substr(colon + 1), 65535));
+    }
+    control_host = os::resolve_node_address(control_host, "--primus-control-addr");
+  } else {
+    control_host = os::resolve_node_address(node, "the control channel (--primus-control-addr)");
+  }
+  const std::uint32_t world = slurm_world_size(env);
+  ControlServer control(control_host, control_port, secret, world, [](const std::string& line) {
+    std::cerr << "primus-launch: control channel: " << line << "\n";
+  });
+  EventLog events(job_dir.events_file(), allocation);
+  warn_without_exec();
+
+  std::string command_text;
+  for (const std::string& word : s.command)
+    command_text += (command_text.empty() ? "" : " ") + word;
+  events.write({"launched",
+                std::nullopt,
+                node,
+                {{"job", job_id},
+                 {"ranks", std::to_string(world)},
+                 {"command", command_text},
+                 {"mode", "slurm"},
+                 {"control", control.address()}}});
+
+  const std::string self = self_executable();
+  for (std::uint32_t attempt = 0;; ++attempt) {
+    events.set_attempt(attempt);
+    SlurmAttemptSetup setup;
+    setup.srun = srun.path;
+    setup.argv = {"--export=ALL", "--kill-on-bad-exit=0"};
+    if (s.label) setup.argv.push_back("--label");
+    setup.argv.push_back(self);
+    setup.argv.push_back("task");
+    setup.argv.push_back("--");
+    setup.argv.push_back(command.path);
+    setup.argv.insert(setup.argv.end(), s.command.begin() + 1, s.command.end());
+    const std::filesystem::path log_dir = job_dir.attempt_logs(allocation, attempt);
+    Environment step_env = env;
+    for (const auto& [name, resolved] : options.all()) {
+      const OptionSpec* spec = find_option(name);
+      if (spec != nullptr && !spec->env.empty()) step_env[std::string(spec->env)] = resolved.value;
+    }
+    if (!lookup(step_env, "PRIMUS_FRAMEWORK")) step_env["PRIMUS_FRAMEWORK"] = "pytorch";
+    step_env["PRIMUS_JOB_SECRET"] = secret;
+    step_env["PRIMUS_CONTROL"] = control.address();
+    step_env["PRIMUS_LAUNCH_RESTARTS"] = std::to_string(attempt);
+    step_env["PRIMUS_LAUNCH_LOG_DIR"] = log_dir.string();
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(22, 5, 0) && \
+    SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(23, 2, 0)
+    // Slurm 22.05's PMIx direct connections race at step start (docs/collectives.md).
+    if (!lookup(step_env, "SLURM_PMIX_DIRECT_CONN")) step_env["SLURM_PMIX_DIRECT_CONN"] = "false";
+#endif
+    for (const auto& [name, value] : step_env)
+      setup.env.push_back(name + "=" + value);
+    setup.job = job;
+    setup.world_size = world;
+    setup.attempt = attempt;
+    setup.hang_timeout = hang_timeout;
+    setup.stop_request = job_dir.stop_request_file();
+    setup.node = node;
+    setup.preempted_status = preempted;
+
+    const SlurmAttemptResult result = run_slurm_attempt(setup, control, events);
+    const auto node_of = [&](int rank) {
+      const auto it = result.nodes.find(static_cast<std::uint32_t>(rank));
+      return it != result.nodes.end() ? it->second : std::string("?");
+    };
+    const bool any_stopped =
+        std::any_of(result.ends.begin(), result.ends.end(),
+                    [&](const RankEnd& end) { return exit_code(end.wait_status) == preempted; });
+    const bool stop_seen = result.stop_forwarded || result.ranks_signalled;
+    if (stop_seen && any_stopped && !result.hung) {
+      if (!result.checkpoint_committed && result.any_rank_connected) {
+        std::cerr << "primus-launch: the ranks stopped with status " << preempted
+                  << " but none reported a committed checkpoint\n";
+      }
+      StopFacts facts;
+      facts.user_stop = result.user_stop;
+      facts.requeues_so_far = allocation;
+      facts.max_requeues = max_requeues;
+      facts.preempted_status = preempted;
+      if (const auto state = query_job(job)) {
+        facts.preempted = state->preempted;
+        facts.cancelled = state->state == "CANCELLED";
+      }
+      const StopDecision d = decide_stop(facts);
+      const std::string checkpoint =
+          result.checkpoint.empty() ? std::string("the newest checkpoint") : result.checkpoint;
+      events.write({d.event,
+                    std::nullopt,
+                    node,
+                    {{"exit_status", std::to_string(d.exit_status)},
+                     {"requeues", std::to_string(allocation)},
+                     {"checkpoint", result.checkpoint}}});
+      switch (d.reason) {
+        case StopReason::kUserStop:
+          std::cerr << "primus-launch: the ranks stopped as asked (primus-launch stop) after "
+                    << "saving " << checkpoint << "; the job is not requeued\n";
+          break;
+        case StopReason::kCancelled:
+          std::cerr << "primus-launch: the job was cancelled; it is not requeued\n";
+          break;
+        case StopReason::kPreempted:
+        case StopReason::kTimeLimit:
+          if (d.requeue) {
+            std::cerr << "primus-launch: the ranks stopped ("
+                      << (d.reason == StopReason::kPreempted ? "preemption" : "time limit")
+                      << ") after saving " << checkpoint << "; requeueing job " << job_id << "\n";
+          } else {
+            std::cerr << "primus-launch: the job stopped at its time limit and was requeued "
+                      << allocation << " times already (--primus-max-requeues=" << max_requeues
+                      << "); it is not requeued again\n";
+          }
+          break;
+      }
+      if (d.requeue) {
+        const std::string target =
+            lookup(env, "SLURM_ARRAY_JOB_ID") && lookup(env, "SLURM_ARRAY_TASK_ID")
+                ? *lookup(env, "SLURM_ARRAY_JOB_ID") + "_" + *lookup(env, "SLURM_ARRAY_TASK_ID")
+                : job;
+        events.write({"requeued", std::nullopt, node, {{"job", target}}});
+        if (const auto error = requeue_job(target)) {
+          std::cerr << "primus-launch: scontrol requeue " << target << " failed: " << *error;
+        }
+      }
+      return d.exit_status;
+    }
+
+    Outcome outcome = judge(result.ends, result.stop_forwarded, preempted);
+    if (result.hung) {
+      outcome.verdict = Verdict::kFailed;
+      const auto end = std::find_if(result.ends.begin(), result.ends.end(), [&](const RankEnd& e) {
+        return e.rank == static_cast<int>(*result.hung);
+      });
+      outcome.cause =
+          end != result.ends.end() ? *end : RankEnd{static_cast<int>(*result.hung), 1 << 8};
+    }
+    if (outcome.verdict == Verdict::kFinished && result.ends.size() < world &&
+        result.srun_status != 0) {
+      // No report from some task wrappers (killed with the step): srun's status is all there is.
+      outcome.verdict = Verdict::kFailed;
+      outcome.cause = RankEnd{-1, result.srun_status};
+    }
+    const Decision decision = decide(outcome, attempt, max_restarts, preempted);
+    if (outcome.verdict == Verdict::kFailed && outcome.cause) {
+      if (outcome.cause->rank >= 0) {
+        print_root_cause(*outcome.cause, node_of(outcome.cause->rank), log_dir, attempt,
+                         result.hung ? "hung" : "failed first");
+      } else {
+        std::cerr << "primus-launch: srun ended with " << describe(result.srun_status)
+                  << " and not every rank reported how it ended (attempt " << attempt << ")\n";
+      }
+    }
+    if (decision.restart) {
+      std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
+                << max_restarts << ")\n";
+      events.set_attempt(attempt + 1);
+      events.write({"restarted", std::nullopt, node, {{"restart", std::to_string(attempt + 1)}}});
+      continue;
+    }
+    if (outcome.verdict == Verdict::kFinished) {
+      events.write({"finished", std::nullopt, node, {{"exit_status", "0"}}});
+    } else {
+      const auto rank = outcome.cause && outcome.cause->rank >= 0
+                            ? std::optional<std::uint32_t>(outcome.cause->rank)
+                            : std::nullopt;
+      events.write(
+          {"failed",
+           rank,
+           rank ? std::optional<std::string>(node_of(static_cast<int>(*rank))) : std::nullopt,
+           {{"exit_status", std::to_string(decision.exit_status)},
+            {"status", outcome.cause ? describe(outcome.cause->wait_status) : ""}}});
+    }
+    return decision.exit_status;
+  }
+}
+
 int launch(const std::vector<std::string>& args) {
   const Environment env = process_environment();
   Settings s = parse(args, env);
@@ -203,6 +524,7 @@ int launch(const std::vector<std::string>& args) {
     std::cerr << "primus-launch: " << s.command.front() << ": " << command.reason << "\n";
     return command.status;
   }
+  if (s.nproc == 0) return slurm_launch(s, env, command);
   const std::uint32_t max_restarts = option_number(s.options, "primus-max-restarts", 1000);
   const int preempted = static_cast<int>(option_number(s.options, "primus-exit-preempted", 125));
 
@@ -321,6 +643,16 @@ int main(int argc, char** argv) {
   using namespace primus::launch;
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
+    if (!args.empty() && args.front() == "task") {
+      std::vector<std::string> command(args.begin() + 1, args.end());
+      if (command.empty() || command.front() != "--") {
+        throw primus::cli::UsageError(
+            "task: expected -- COMMAND [ARGS...] (what primus-launch's srun "
+            "step runs in every task)");
+      }
+      command.erase(command.begin());
+      return run_task_wrapper(command);
+    }
     if (!args.empty() && args.front() == "stop") {
       return stop_command(std::vector<std::string>(args.begin() + 1, args.end()));
     }

@@ -21,9 +21,10 @@ namespace {
 // The variables the task's environment is computed from, besides the PRIMUS_* settings.
 const std::vector<std::string_view>& task_inputs() {
   static const std::vector<std::string_view> names = {
-      "CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK", "SLURM_GPU_BIND",
-      "OMP_NUM_THREADS",      "PMIX_RANK",          "SLURM_MPI_TYPE",      "PRIMUS_JOB_SECRET",
-      "SLURM_SUBMIT_DIR",     "PRIMUS_MASTER_NODE", "SLURMD_NODENAME"};
+      "CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK",
+      "SLURM_GPU_BIND",       "OMP_NUM_THREADS",    "PMIX_RANK",
+      "SLURM_MPI_TYPE",       "PRIMUS_JOB_SECRET",  "SLURM_SUBMIT_DIR",
+      "PRIMUS_MASTER_NODE",   "SLURMD_NODENAME",    "PRIMUS_LAUNCH_RESTARTS"};
   return names;
 }
 

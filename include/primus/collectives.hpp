@@ -4,6 +4,7 @@
 
 #include "primus/collectives/bootstrap.hpp"
 #include "primus/collectives/communicator.hpp"
+#include "primus/collectives/control.hpp"
 #include "primus/collectives/dtype.hpp"
 #include "primus/collectives/error.hpp"
 #include "primus/collectives/nccl.hpp"

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 
-from . import _env
+from . import _control, _env
 
 EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
 
@@ -119,6 +119,7 @@ def init(torch=True):
                                      _env._int_variable("TORCHELASTIC_RESTART_COUNT", 0)),
                   job_dir, ckpt_dir, _resolve_resume(ckpt_dir))
         _install_handlers()
+        _control.connect(rank, _env.job_secret(), lambda: _stop_signal)
         if torch:
             _init_torch(job)
         _job = job
@@ -145,6 +146,7 @@ def should_stop():
     a flag through primus.comm (nothing in a world of one)."""
     job = init(torch=False) if _job is None else _job
     local = 1 if _stop_signal is not None else 0
+    _control.step_done(_stop_signal)
     if job.world_size == 1:
         return bool(local)
     import numpy as np

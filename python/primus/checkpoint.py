@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from . import _ckpt, _env, _rng
+from . import _ckpt, _control, _env, _rng
 from ._tree import STORAGE, PerRank, Shard, flatten, io_threads, unflatten
 
 __all__ = ["save", "load", "wait", "release_staging", "latest_step", "verify", "prune", "Shard", "PerRank",
@@ -145,6 +145,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     if not 0 <= owner < world_size:
         raise ValueError(f"owner: expected a rank below {world_size}, got {owner}")
     agree = agree or _default_agree(world_size)
+    if rank == 0:
+        _control.event("checkpoint-started", step=step)
     # From here on every failure on this rank reaches the others through agree(), so that no
     # rank waits for one that gave up.
     prepare_error = None
@@ -183,6 +185,7 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
         if rank == 0:
             try:
                 committed, _ = _ckpt.commit(root, step, world_size)
+                _control.event("checkpoint-committed", step=int(step), path=str(committed))
                 if keep_last is not None:
                     _ckpt.prune(root, keep_last, keep_every)
             except BaseException as e:  # every rank must learn that the commit failed

@@ -7,6 +7,7 @@
 
 #include "buffer_check.hpp"
 #include "primus/collectives.hpp"
+#include "primus/collectives/control.hpp"
 
 namespace py = pybind11;
 using primus::coll::Communicator;
@@ -124,4 +125,21 @@ PYBIND11_MODULE(_coll, m) {
       py::arg("timeout") = 0.0, py::arg("secret") = std::nullopt,
       "A communicator from the environment (PRIMUS_BOOTSTRAP, ...); `secret` is the job secret "
       "(else PRIMUS_JOB_SECRET).");
+
+  m.def(
+      "control_connect",
+      [](const std::string& address, const std::string& secret, std::uint32_t connector,
+         double timeout_seconds) {
+        primus::os::UniqueFd fd;
+        {
+          py::gil_scoped_release release;
+          fd = primus::coll::connect_control(
+              address, secret, connector,
+              std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000)));
+        }
+        return fd.release();
+      },
+      py::arg("address"), py::arg("secret"), py::arg("rank"), py::arg("timeout") = 30.0,
+      "Connects to primus-launch's control channel at `address` (PRIMUS_CONTROL) as `rank`, "
+      "proving the job secret; returns the connected descriptor (the caller owns it).");
 }

@@ -6,6 +6,12 @@ optimizer state as hex into $OUT.
 
 STOP_AT=S: at step S, rank 0 sends SIGTERM to its parent (primus-launch), as a preemption would
 reach the launcher; the launcher forwards it to every rank.
+For the testbed's scenarios: STEP_SLEEP=seconds per step; PROGRESS=FILE: rank 0 writes the
+step it reached there; FAIL_AT=S (with FAIL_RANK, default 1, and FAIL_MARKER=FILE): that rank
+exits 3 at step S once (the marker says it did); HANG_AT=S (with HANG_RANK): that rank stops
+itself with SIGSTOP at step S, once (HANG_MARKER=FILE).
+DDP runs with find_unused_parameters=True, whose gradient buckets keep their layout after a
+restart (plain DDP rebuilds them, and above two ranks the sums then round differently).
 """
 
 import json
@@ -43,7 +49,8 @@ def main():
     x = torch.tensor(data_rng.standard_normal((SAMPLES, 16)), dtype=torch.float32)
     y = torch.tensor(data_rng.integers(0, 4, SAMPLES), dtype=torch.int64)
     model, optimizer, schedule = model_and_optimizer()
-    ddp = torch.nn.parallel.DistributedDataParallel(model) if job.world_size > 1 else model
+    ddp = (torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+           if job.world_size > 1 else model)
     global_batch = PER_RANK_BATCH * job.world_size
     steps_per_epoch = SAMPLES // global_batch
     total = EPOCHS * steps_per_epoch
@@ -59,6 +66,19 @@ def main():
         step = restored.step
         print(f"rank {job.rank}: resumed at step {step}", flush=True)
     stop_at = int(os.environ.get("STOP_AT", "-1"))
+    step_sleep = float(os.environ.get("STEP_SLEEP", "0"))
+    progress = os.environ.get("PROGRESS")
+
+    def once(action, at_name, rank_name, marker_name):
+        at = int(os.environ.get(at_name, "-1"))
+        marker = os.environ.get(marker_name)
+        if step != at or job.rank != int(os.environ.get(rank_name, "1")):
+            return
+        if marker and os.path.exists(marker):
+            return
+        if marker:
+            open(marker, "w").close()
+        action()
 
     def save(at):
         checkpoint.save({"model": model.state_dict(), "optim": optimizer.state_dict(),
@@ -77,6 +97,15 @@ def main():
         optimizer.step()
         schedule.step()
         step += 1
+        if step_sleep:
+            time.sleep(step_sleep)
+        if progress and job.rank == 0:
+            with open(progress + ".tmp", "w") as f:
+                f.write(str(step))
+            os.replace(progress + ".tmp", progress)
+        once(lambda: (print(f"rank {job.rank}: failing at step {step}", flush=True),
+                      os._exit(3)), "FAIL_AT", "FAIL_RANK", "FAIL_MARKER")
+        once(lambda: os.kill(os.getpid(), signal.SIGSTOP), "HANG_AT", "HANG_RANK", "HANG_MARKER")
         if step == stop_at and job.rank == 0:
             # As a preemption reaches primus-launch; it forwards the signal to every rank. Wait
             # for it to come back, so that the ranks stop at this very step.

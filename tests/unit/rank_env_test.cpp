@@ -82,6 +82,10 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_MAX_RESTARTS", "0"},
       {"PRIMUS_EXIT_PREEMPTED", "75"},
       {"PRIMUS_COLL_INTEGRITY", "0"},
+      {"PRIMUS_MAX_REQUEUES", "3"},
+      {"PRIMUS_PREEMPT_SIGNAL", "USR2"},
+      {"PRIMUS_HANG_TIMEOUT", "off"},
+      {"PRIMUS_HEARTBEAT_INTERVAL", "5"},
   };
   EXPECT_EQ(env, expected);
 }

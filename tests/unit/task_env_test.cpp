@@ -49,6 +49,25 @@ TEST(SlurmTaskEnvironment, BindsADisjointGpuBlockAndUsesTheFirstNodeAddress) {
   EXPECT_EQ(env.at("PRIMUS_JOB_SECRET"), kSecret);
 }
 
+TEST(SlurmTaskEnvironment, RestartsCountRequeuesPlusTheLaunchersRestarts) {
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  Environment task = gpu_task();
+  task["SLURM_RESTART_COUNT"] = "2";
+  EXPECT_EQ(as_map(slurm_task_environment(task, options, address_of)).at("PRIMUS_RESTART_COUNT"),
+            "2");
+  task["PRIMUS_LAUNCH_RESTARTS"] = "3";
+  const auto env = as_map(slurm_task_environment(task, options, address_of));
+  EXPECT_EQ(env.at("PRIMUS_RESTART_COUNT"), "5");
+  EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "5");
+  task["PRIMUS_LAUNCH_RESTARTS"] = "three";
+  try {
+    slurm_task_environment(task, options, address_of);
+    ADD_FAILURE() << "took PRIMUS_LAUNCH_RESTARTS=three";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PRIMUS_LAUNCH_RESTARTS"), std::string::npos);
+  }
+}
+
 TEST(SlurmTaskEnvironment, TakesMasterAddrFromSrunsNodeAddrForTheFirstNodeOnly) {
   const ResolvedOptions options = ResolvedOptions::resolve({});
   Environment task = gpu_task();

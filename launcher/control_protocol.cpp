@@ -1,0 +1,120 @@
+#include "control_protocol.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "primus/common/json_text.hpp"
+
+namespace primus::launch {
+namespace {
+
+using nlohmann::json;
+
+std::string text_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+std::optional<std::uint64_t> count_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<std::uint64_t>();
+}
+
+ReportKind kind_of(const std::string& type) {
+  if (type == "hello") return ReportKind::kHello;
+  if (type == "heartbeat") return ReportKind::kHeartbeat;
+  if (type == "event") return ReportKind::kEvent;
+  if (type == "exception") return ReportKind::kException;
+  if (type == "goodbye") return ReportKind::kGoodbye;
+  if (type == "exit") return ReportKind::kExit;
+  return ReportKind::kOther;
+}
+
+}  // namespace
+
+std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bool wrapper,
+                                   std::string& error) {
+  json object;
+  try {
+    object = json::parse(line.begin(), line.end());
+  } catch (const json::exception& e) {
+    error = std::string("not JSON: ") + e.what();
+    return std::nullopt;
+  }
+  if (!object.is_object()) {
+    error = "not a JSON object";
+    return std::nullopt;
+  }
+  Report report;
+  report.rank = rank;
+  report.wrapper = wrapper;
+  report.kind = kind_of(text_field(object, "type"));
+  if (report.kind == ReportKind::kOther && !object.contains("type")) {
+    error = "no \"type\"";
+    return std::nullopt;
+  }
+  report.node = text_field(object, "node");
+  report.step = text_field(object, "step");
+  report.event = text_field(object, "event");
+  report.path = text_field(object, "path");
+  report.signal = text_field(object, "signal");
+  report.exception = text_field(object, "exception");
+  report.message = text_field(object, "message");
+  report.where = text_field(object, "where");
+  report.reason = text_field(object, "reason");
+  report.steps = count_field(object, "steps");
+  if (!report.steps) report.steps = count_field(object, "step");
+  if (const auto attempt = count_field(object, "attempt"); attempt && *attempt <= UINT32_MAX) {
+    report.attempt = static_cast<std::uint32_t>(*attempt);
+  }
+  if (const auto it = object.find("pid"); it != object.end() && it->is_number_integer()) {
+    report.pid = it->get<std::int64_t>();
+  }
+  if (report.kind == ReportKind::kHello && !report.attempt) {
+    error = "a hello without \"attempt\"";
+    return std::nullopt;
+  }
+  if (report.kind == ReportKind::kEvent && report.event.empty()) {
+    error = "an event without \"event\"";
+    return std::nullopt;
+  }
+  if (report.kind == ReportKind::kExit) {
+    const auto it = object.find("wait_status");
+    if (it == object.end() || !it->is_number_integer()) {
+      error = "an exit without \"wait_status\"";
+      return std::nullopt;
+    }
+    report.wait_status = it->get<int>();
+  }
+  return report;
+}
+
+std::vector<std::string> LineSplitter::feed(std::string_view bytes, bool& ok) {
+  ok = true;
+  std::vector<std::string> lines;
+  partial_.append(bytes);
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(partial_.substr(start, nl - start));
+  }
+  partial_.erase(0, start);
+  if (partial_.size() > kMaxControlLine) {
+    ok = false;
+    partial_.clear();
+  }
+  return lines;
+}
+
+std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
+                               const std::string& step) {
+  return "{\"type\": \"hello\", \"attempt\": " + std::to_string(attempt) +
+         ", \"node\": " + json_quote(node) + ", \"pid\": " + std::to_string(pid) +
+         ", \"step\": " + json_quote(step) + "}\n";
+}
+
+std::string wrapper_exit_line(int wait_status) {
+  return "{\"type\": \"exit\", \"wait_status\": " + std::to_string(wait_status) + "}\n";
+}
+
+}  // namespace primus::launch

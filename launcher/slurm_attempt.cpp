@@ -1,0 +1,264 @@
+#include "slurm_attempt.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "primus/common/error.hpp"
+#include "primus/os/unique_fd.hpp"
+#include "rank_process.hpp"
+#include "slurm_queries.hpp"
+
+namespace primus::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string signal_text(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+pid_t start_srun(const SlurmAttemptSetup& setup) {
+  std::vector<std::string> argv;
+  argv.push_back(setup.srun);
+  argv.insert(argv.end(), setup.argv.begin(), setup.argv.end());
+  std::vector<std::string> env = setup.env;
+  std::vector<char*> argv_p;
+  std::vector<char*> env_p;
+  for (std::string& a : argv)
+    argv_p.push_back(a.data());
+  argv_p.push_back(nullptr);
+  for (std::string& e : env)
+    env_p.push_back(e.data());
+  env_p.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("cannot fork srun: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Its own group, so that a Ctrl-C on the terminal reaches the launcher alone (which stops
+    // the ranks gracefully); and it dies with the launcher, which ends the step.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    for (const int sig : kStopSignals)
+      ::signal(sig, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, STDIN_FILENO);
+    ::execve(setup.srun.c_str(), argv_p.data(), env_p.data());
+    const std::string message =
+        "primus-launch: cannot execute " + setup.srun + ": " + std::strerror(errno) + "\n";
+    write_all(STDERR_FILENO, message.data(), message.size());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
+}  // namespace
+
+SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServer& control,
+                                     EventLog& events) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  for (const int sig : kStopSignals)
+    sigaddset(&set, sig);
+  const os::UniqueFd signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
+
+  SlurmAttemptResult result;
+  const pid_t srun = start_srun(setup);
+  bool srun_running = true;
+  bool stopping_for_failure = false;
+  bool killed = false;
+  Clock::time_point kill_at = Clock::time_point::max();
+  Clock::time_point srun_deadline = Clock::time_point::max();  // after srun ends: last reports
+  Clock::time_point next_check = Clock::now() + std::chrono::seconds(1);
+  std::map<std::uint32_t, Clock::time_point> progress;  // ranks that said hello
+  std::map<std::uint32_t, std::uint64_t> steps;
+  std::set<std::uint32_t> reported;  // wrappers that reported an exit
+
+  const auto target = [&] { return result.step.empty() ? setup.job : result.step; };
+  const auto stopping = [&] {
+    return stopping_for_failure || result.stop_forwarded || result.ranks_signalled;
+  };
+  const auto end_the_step = [&](const std::string& why) {
+    stopping_for_failure = true;
+    std::cerr << "primus-launch: stopping the other ranks (" << why << ")\n";
+    signal_job(target(), SIGTERM);
+    kill_at = Clock::now() + setup.grace;
+  };
+  const auto forward_stop = [&](int sig, const std::string& source) {
+    result.stop_forwarded = true;
+    events.write({"stop-requested",
+                  std::nullopt,
+                  setup.node,
+                  {{"source", source}, {"forwarded", signal_text(sig)}}});
+    signal_job(target(), sig);
+  };
+  const auto handle = [&](const Report& r) {
+    switch (r.kind) {
+      case ReportKind::kHello:
+        if (r.attempt && *r.attempt != setup.attempt) return;  // a rank of an earlier attempt
+        if (!r.node.empty()) result.nodes[r.rank] = r.node;
+        if (r.wrapper) {
+          if (result.step.empty() && !r.step.empty()) result.step = r.step;
+        } else {
+          result.any_rank_connected = true;
+          progress[r.rank] = Clock::now();
+        }
+        return;
+      case ReportKind::kHeartbeat:
+        if (r.steps && (steps.count(r.rank) == 0 || *r.steps > steps[r.rank])) {
+          steps[r.rank] = *r.steps;
+          progress[r.rank] = Clock::now();
+        }
+        return;
+      case ReportKind::kEvent:
+        if (r.event == "stop-signal") {
+          if (!result.ranks_signalled && !result.stop_forwarded) {
+            events.write(
+                {"stop-requested",
+                 r.rank,
+                 result.nodes.count(r.rank) ? std::optional<std::string>(result.nodes[r.rank])
+                                            : std::nullopt,
+                 {{"source",
+                   (r.signal.empty() ? std::string("a signal") : r.signal) + " to the ranks"}}});
+          }
+          result.ranks_signalled = true;
+        } else if (r.event == "checkpoint-started") {
+          events.write({"checkpoint-started",
+                        r.rank,
+                        std::nullopt,
+                        {{"step", r.steps ? std::to_string(*r.steps) : ""}}});
+        } else if (r.event == "checkpoint-committed") {
+          result.checkpoint_committed = true;
+          result.checkpoint = r.path;
+          events.write({"checkpoint-committed",
+                        r.rank,
+                        std::nullopt,
+                        {{"step", r.steps ? std::to_string(*r.steps) : ""}, {"path", r.path}}});
+        }
+        return;
+      case ReportKind::kException:
+        std::cerr << "primus-launch: rank " << r.rank << " raised " << r.exception << ": "
+                  << r.message << (r.where.empty() ? "" : " (" + r.where + ")") << "\n";
+        return;
+      case ReportKind::kExit: {
+        if (!r.wrapper || reported.count(r.rank) != 0) return;
+        reported.insert(r.rank);
+        result.ends.push_back({static_cast<int>(r.rank), r.wait_status, stopping()});
+        const int code = exit_code(r.wait_status);
+        const bool as_asked = code == setup.preempted_status;
+        if (code != 0 && !as_asked && !stopping()) {
+          const auto node = result.nodes.count(r.rank)
+                                ? std::optional<std::string>(result.nodes[r.rank])
+                                : std::nullopt;
+          events.write({"rank-failed", r.rank, node, {{"status", describe(r.wait_status)}}});
+          end_the_step("rank " + std::to_string(r.rank) + " failed");
+        }
+        if (as_asked) result.ranks_signalled = true;
+        return;
+      }
+      case ReportKind::kGoodbye:
+        if (!r.wrapper) progress.erase(r.rank);  // an ended rank is not hung
+        return;
+      case ReportKind::kOther:
+        return;
+    }
+  };
+
+  for (;;) {
+    if (!srun_running && (reported.size() >= setup.world_size || Clock::now() >= srun_deadline)) {
+      break;
+    }
+    pollfd fds[2] = {{signals.get(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
+    Clock::time_point wake = std::min({next_check, kill_at, srun_deadline});
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
+    const int ready = ::poll(fds, 2, static_cast<int>(std::clamp<long>(wait, 0, 1000)));
+    if (ready < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
+    for (const Report& r : control.take())
+      handle(r);
+    signalfd_siginfo info{};
+    while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) continue;
+      if (!stopping()) {
+        forward_stop(sig, signal_text(sig) + " to primus-launch");
+      } else if ((sig == SIGINT || sig == SIGTERM) && !killed) {
+        killed = true;  // asked twice: no more waiting
+        cancel(target());
+        kill_at = Clock::now() + setup.grace;
+      }
+    }
+    for (int status = 0;;) {
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      if (pid == srun) {
+        srun_running = false;
+        result.srun_status = status;
+        srun_deadline = Clock::now() + std::chrono::seconds(3);
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= next_check) {
+      next_check = now + std::chrono::seconds(1);
+      std::error_code error;
+      if (!stopping() && std::filesystem::exists(setup.stop_request, error)) {
+        std::filesystem::remove(setup.stop_request, error);
+        result.user_stop = true;
+        forward_stop(SIGTERM, "primus-launch stop");
+      }
+      if (setup.hang_timeout && !stopping() && srun_running) {
+        if (const auto rank = hung_rank(progress, now, *setup.hang_timeout)) {
+          result.hung = rank;
+          const auto node = result.nodes.count(*rank)
+                                ? std::optional<std::string>(result.nodes[*rank])
+                                : std::nullopt;
+          const auto seconds =
+              std::chrono::duration_cast<std::chrono::seconds>(now - progress[*rank]).count();
+          events.write({"hang",
+                        *rank,
+                        node,
+                        {{"seconds_without_progress", std::to_string(seconds)},
+                         {"steps", steps.count(*rank) ? std::to_string(steps[*rank]) : "0"}}});
+          std::cerr << "primus-launch: rank " << *rank << " on " << node.value_or("?")
+                    << " made no progress for " << seconds << " s (--primus-hang-timeout)\n";
+          end_the_step("rank " + std::to_string(*rank) + " hung");
+        }
+      }
+    }
+    if (now >= kill_at) {
+      // First scancel the step (SIGKILL to its tasks); should srun still be there a grace time
+      // later, it goes too.
+      kill_at = Clock::time_point::max();
+      if (srun_running && !killed) {
+        killed = true;
+        cancel(target());
+        kill_at = now + setup.grace;
+      } else if (srun_running) {
+        ::kill(srun, SIGKILL);
+      }
+    }
+  }
+  control.drop_connections();
+  return result;
+}
+
+}  // namespace primus::launch

@@ -1,0 +1,56 @@
+// One attempt of the ranks under Slurm (OS adapter): one srun step whose every task is
+// `primus-launch task -- COMMAND` (task_wrapper.hpp), supervised through the control channel.
+// A rank that fails, or hangs past --primus-hang-timeout, ends the attempt (SIGTERM to the step
+// with scancel, SIGKILL after the grace time); a stop signal to the launcher, or a stop request
+// in the job directory, is forwarded to the step with `scancel --signal`, never to srun (which
+// would turn SIGTERM into SIGKILL); a stop signal that Slurm sent the ranks itself (preemption,
+// --signal) is learnt from their reports.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control_server.hpp"
+#include "events.hpp"
+#include "outcome.hpp"
+
+namespace primus::launch {
+
+struct SlurmAttemptSetup {
+  std::string srun;               // resolved path of srun
+  std::vector<std::string> argv;  // srun's arguments after argv[0]
+  std::vector<std::string> env;   // "NAME=value"
+  std::string job;                // SLURM_JOB_ID
+  std::uint32_t world_size = 0;
+  std::uint32_t attempt = 0;
+  std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
+  std::optional<std::chrono::milliseconds> hang_timeout;
+  std::filesystem::path stop_request;
+  std::string node;  // the launcher's, for events
+  int preempted_status = kExitDefaultPreempted;
+};
+
+struct SlurmAttemptResult {
+  std::vector<RankEnd> ends;          // as the task wrappers reported them, in that order
+  bool stop_forwarded = false;        // the launcher forwarded a stop (signal or request)
+  bool user_stop = false;             // primus-launch stop
+  bool ranks_signalled = false;       // a rank reported a stop signal (Slurm's own included)
+  bool checkpoint_committed = false;  // a rank reported a committed checkpoint
+  std::string checkpoint;             // its path
+  bool any_rank_connected = false;    // some rank itself (not only a wrapper) reported
+  int srun_status = 0;                // waitpid status of srun
+  std::optional<std::uint32_t> hung;  // the rank that hung, if the attempt ended for a hang
+  std::map<std::uint32_t, std::string> nodes;  // where each rank ran
+  std::string step;                            // "<job>.<step>" of the attempt
+};
+
+SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServer& control,
+                                     EventLog& events);
+
+}  // namespace primus::launch

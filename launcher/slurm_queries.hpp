@@ -1,0 +1,42 @@
+// What primus-launch asks Slurm (OS adapter around scontrol and scancel, with the parsing of
+// their output pure): the job's state and PreemptTime, signals to the step, a requeue.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace primus::launch {
+
+// `scontrol show job -o` prints one record of Key=Value words; a value may hold spaces (a
+// command, a reason), so a word that does not start with Key= continues the previous value.
+std::map<std::string, std::string> parse_scontrol_record(const std::string& line);
+
+struct JobFacts {
+  std::string state;       // JobState: RUNNING, CANCELLED, TIMEOUT, ...
+  bool preempted = false;  // PreemptTime is set: the job is in its preemption grace time
+  std::string preempt_time;
+};
+// From a parsed record (pure).
+JobFacts job_facts(const std::map<std::string, std::string>& record);
+
+struct CommandOutput {
+  int status = -1;  // as waitpid reports it; -1: could not run
+  std::string output;
+};
+// Runs argv (argv[0] looked up in PATH) with standard input from /dev/null, capturing stdout
+// and stderr together; killed after `timeout`.
+CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout);
+
+// scontrol show job -o JOB; nullopt (and a line on stderr) when scontrol fails.
+std::optional<JobFacts> query_job(const std::string& job);
+// scancel --signal=NAME TARGET (TARGET: "job" or "job.step"); true when scancel succeeded.
+bool signal_job(const std::string& target, int sig);
+// scancel TARGET: SIGKILL to a step (or the job).
+bool cancel(const std::string& target);
+// scontrol requeue JOB; the error scontrol printed when it fails.
+std::optional<std::string> requeue_job(const std::string& job);
+
+}  // namespace primus::launch

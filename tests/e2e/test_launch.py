@@ -1,0 +1,215 @@
+"""primus-launch under Slurm on the testbed, with real PyTorch: an sbatch job of 4 nodes x 2
+ranks runs tests/python/train_tiny.py (dropout, Adam, a schedule, an RNG-driven data order, a
+checkpoint every 5 steps) as one srun step of task wrappers, supervised over the control
+channel. Each scenario interrupts it differently (a rank that fails, a rank that hangs, a
+preemption, primus-launch stop) and the run must end with the bits of the uninterrupted one;
+no process of a job may be left on any node once it has ended."""
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+TRAIN = Path(__file__).resolve().parents[1] / "python" / "train_tiny.py"
+INIT = "/usr/share/lmod/lmod/init/bash"
+
+
+def job_processes(job):
+    """Processes (other than slurmstepd) whose environment says they belong to `job`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={job}".encode() in env and comm != "slurmstepd":
+            found.append(f"{pid} {comm}")
+    return found
+
+
+class Launch:
+    def __init__(self, testbed, prefix, name):
+        self.testbed, self.prefix, self.name = testbed, prefix, name
+        self.dir = testbed.workdir / name
+        self.dir.mkdir()
+        train = self.dir / "train_tiny.py"
+        shutil.copy(TRAIN, train)
+        if testbed.as_root:
+            os.chown(self.dir, testbed.uid, testbed.gid)
+            os.chown(train, testbed.uid, testbed.gid)
+        self.out = self.dir / "final.json"
+        self.progress = self.dir / "progress"
+
+    def submit(self, *, sbatch="", launch="", env=""):
+        script = self.dir / "job.sh"
+        script.write_text(
+            "#!/bin/bash\n"
+            f"#SBATCH -N4 --ntasks-per-node=2 --open-mode=append -o {self.dir}/job.out {sbatch}\n"
+            f". {INIT}; module use {self.prefix}/share/modulefiles; module load primus\n"
+            f"export OMP_NUM_THREADS=1 OUT={self.out} PROGRESS={self.progress} {env}\n"
+            f"exec primus-launch {launch} -- /usr/bin/python3 {self.dir}/train_tiny.py\n")
+        os.chmod(script, 0o755)
+        if self.testbed.as_root:
+            os.chown(script, self.testbed.uid, self.testbed.gid)
+        self.job = self.testbed.user_cmd(
+            ["sbatch", "--parsable", str(script)], timeout=30, cwd=self.dir
+        ).stdout.strip().split(";")[0]
+        return self.job
+
+    def wait_ended(self, timeout=240):
+        state = self.testbed.wait_ended([self.job], timeout)[self.job]
+        # Slurm may still be tearing the step down for a moment after the state changes.
+        self.testbed.wait_for(lambda: not job_processes(self.job), 30,
+                              lambda: f"no process of job {self.job} to be left: "
+                                      f"{job_processes(self.job)}")
+        return state
+
+    def step(self):
+        try:
+            return int(self.progress.read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def wait_step(self, at_least, timeout=120):
+        self.testbed.wait_for(lambda: self.step() >= at_least, timeout,
+                              lambda: f"job {self.job} to reach step {at_least}: step "
+                                      f"{self.step()}, {self.testbed.job(self.job)}, "
+                                      f"{self.output()[-3000:]}")
+
+    def output(self):
+        path = self.dir / "job.out"
+        return path.read_text() if path.exists() else ""
+
+    def events(self):
+        path = self.dir / f"primus-{self.job}" / "events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def milestones(self):
+        """The events without the checkpoints'."""
+        return [e["event"] for e in self.events() if not e["event"].startswith("checkpoint-")]
+
+    def final(self):
+        assert self.out.exists(), self.output()[-4000:]
+        return json.loads(self.out.read_text())
+
+    def exit_code(self):
+        return self.testbed.job(self.job).get("ExitCode")
+
+
+@pytest.fixture(scope="module")
+def reference(testbed, prefix):
+    """The uninterrupted run: 4 nodes x 2 ranks, to the end."""
+    run = Launch(testbed, prefix, "reference")
+    run.submit()
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    return run
+
+
+def test_sbatch_runs_eight_ranks_on_four_nodes_as_one_step(reference):
+    run = reference
+    assert run.exit_code() == "0:0"
+    out = run.output()
+    assert sorted(set(re.findall(r"rank (\d): finished at step 12", out))) == \
+        [str(r) for r in range(8)], out[-4000:]
+    events = run.events()
+    assert run.milestones() == ["launched", "finished"], events
+    assert [e["details"]["step"] for e in events if e["event"] == "checkpoint-committed"] == \
+        ["5", "10"], events
+    assert events[0]["details"]["mode"] == "slurm" and events[0]["details"]["ranks"] == "8"
+    logs = run.dir / f"primus-{run.job}" / "logs" / "alloc-0" / "attempt-0"
+    assert sorted(p.name for p in logs.iterdir()) == [f"rank-{r}.log" for r in range(8)]
+    assert "finished at step 12" in (logs / "rank-5.log").read_text()
+
+
+def test_a_rank_that_fails_once_restarts_in_the_allocation_and_ends_bitwise_equal(
+        testbed, prefix, reference):
+    run = Launch(testbed, prefix, "fail-restart")
+    run.submit(launch="--primus-max-restarts=1",
+               env=f"FAIL_AT=7 FAIL_RANK=3 FAIL_MARKER={run.dir}/failed")
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.exit_code() == "0:0"
+    assert run.final() == reference.final()
+    assert run.milestones() == ["launched", "rank-failed", "restarted", "finished"], run.events()
+    failed = [e for e in run.events() if e["event"] == "rank-failed"][0]
+    assert failed["rank"] == 3 and failed["node"] == "n2", failed
+    out = run.output()
+    assert "rank 3 on n2 failed first: exit status 3 (attempt 0)" in out, out[-4000:]
+    assert "rank 0: resumed at step 5" in out, out[-4000:]
+
+
+def test_a_rank_that_fails_without_restarts_ends_the_job_with_its_status(testbed, prefix):
+    run = Launch(testbed, prefix, "fail")
+    run.submit(env="FAIL_AT=3 FAIL_RANK=6")
+    assert run.wait_ended() == "FAILED", run.output()[-4000:]
+    assert run.exit_code() == "3:0"
+    out = run.output()
+    assert "primus-launch: rank 6 on n4 failed first: exit status 3 (attempt 0)" in out, out[-4000:]
+    assert "  | rank 6: failing at step 3" in out, out[-4000:]
+    assert run.milestones() == ["launched", "rank-failed", "failed"], run.events()
+
+
+def test_a_hung_rank_ends_the_attempt_and_is_named(testbed, prefix):
+    run = Launch(testbed, prefix, "hang")
+    run.submit(launch="--primus-hang-timeout=10 --primus-heartbeat-interval=1",
+               env="STEP_SLEEP=0.5 HANG_AT=4 HANG_RANK=2")
+    run.wait_step(4)
+    hung_at = time.monotonic()
+    state = run.wait_ended()
+    assert time.monotonic() - hung_at < 30, "the attempt took too long to end"
+    assert state == "FAILED", run.output()[-4000:]
+    out = run.output()
+    assert re.search(r"primus-launch: rank 2 on n2 made no progress for 1\d s", out), out[-4000:]
+    assert "primus-launch: rank 2 on n2 hung" in out, out[-4000:]
+    hang = [e for e in run.events() if e["event"] == "hang"]
+    assert len(hang) == 1 and hang[0]["rank"] == 2, run.events()
+
+
+def test_a_preempted_job_saves_is_requeued_once_and_ends_bitwise_equal(testbed, prefix, reference):
+    run = Launch(testbed, prefix, "preempt")
+    run.submit(sbatch="-p low --requeue", env="STEP_SLEEP=1")
+    high = None
+    try:
+        run.wait_step(3)
+        high = testbed.sbatch("-p", "high", "-N4", "--exclusive", "-o", "/dev/null",
+                              "--wrap", "sleep 1")
+        testbed.wait_for(lambda: testbed.job(run.job).get("Restarts") == "1"
+                         and testbed.job(run.job).get("JobState") == "PENDING", 120,
+                         lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
+        testbed.wait_ended([high], 120)
+        testbed.root_cmd(["scontrol", "update", f"JobId={run.job}", "StartTime=now"])
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(high)
+    assert testbed.job(run.job).get("Restarts") == "1"
+    assert run.final() == reference.final()
+    names = [e["event"] for e in run.events()]
+    assert names.count("requeued") == 1 and "preempted" in names, run.events()
+    assert names[-1] == "finished" and run.events()[-1]["allocation"] == 1, run.events()
+    out = run.output()
+    assert re.search(r"rank 0: stopped at step \d+", out), out[-4000:]
+    assert re.search(r"rank 0: resumed at step \d+", out), out[-4000:]
+
+
+def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
+    run = Launch(testbed, prefix, "stop")
+    run.submit(sbatch="--requeue", env="STEP_SLEEP=1")
+    run.wait_step(3)
+    res = testbed.user_cmd(["bash", "-c", f". {INIT}; module use {prefix}/share/modulefiles; "
+                            f"module load primus; primus-launch stop {run.job}"], cwd=run.dir)
+    assert "asked the job" in res.stdout, res.stdout + res.stderr
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.exit_code() == "0:0"
+    assert testbed.job(run.job).get("Restarts") == "0"
+    stopped = re.findall(r"rank 0: stopped at step (\d+)", run.output())
+    assert stopped, run.output()[-4000:]
+    ckpt = run.dir / f"primus-{run.job}" / "ckpt" / f"step-{int(stopped[0]):012d}"
+    assert (ckpt / "manifest.json").exists(), list(ckpt.parent.iterdir())
+    names = [e["event"] for e in run.events()]
+    assert "stop-requested" in names and "requeued" not in names, run.events()

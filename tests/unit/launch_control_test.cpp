@@ -1,0 +1,211 @@
+// primus-launch under Slurm, the pure parts: the control channel's messages, the hang rule,
+// what a stop means (preemption, time limit, cancel, primus-launch stop), scontrol's records;
+// and the control channel itself over real sockets on this machine: a rank and a task wrapper
+// that know the secret get in, a stranger does not.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "control_protocol.hpp"
+#include "control_server.hpp"
+#include "outcome.hpp"
+#include "primus/collectives/control.hpp"
+#include "primus/collectives/error.hpp"
+#include "primus/os/job_secret.hpp"
+#include "slurm_queries.hpp"
+
+namespace primus::launch {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(LaunchControl, ReportsAreParsedAndTheSenderComesFromTheConnection) {
+  std::string error;
+  auto hello = parse_report(R"({"type":"hello","attempt":2,"node":"n3","pid":77,"rank":5})", 1,
+                            false, error);
+  ASSERT_TRUE(hello) << error;
+  EXPECT_EQ(hello->kind, ReportKind::kHello);
+  EXPECT_EQ(hello->rank, 1U);  // the connection's rank, not the line's
+  EXPECT_EQ(*hello->attempt, 2U);
+  EXPECT_EQ(hello->node, "n3");
+  EXPECT_EQ(hello->pid, 77);
+
+  auto beat =
+      parse_report(R"({"type":"heartbeat","steps":41,"rss_bytes":1000,"new":1})", 0, false, error);
+  ASSERT_TRUE(beat) << error;
+  EXPECT_EQ(beat->kind, ReportKind::kHeartbeat);
+  EXPECT_EQ(*beat->steps, 41U);
+
+  auto event = parse_report(
+      R"({"type":"event","event":"checkpoint-committed","step":10,"path":"/c/step-10"})", 0, false,
+      error);
+  ASSERT_TRUE(event) << error;
+  EXPECT_EQ(event->event, "checkpoint-committed");
+  EXPECT_EQ(*event->steps, 10U);
+  EXPECT_EQ(event->path, "/c/step-10");
+
+  auto exit = parse_report(wrapper_exit_line(3 << 8), 4, true, error);
+  ASSERT_TRUE(exit) << error;
+  EXPECT_EQ(exit->kind, ReportKind::kExit);
+  EXPECT_TRUE(exit->wrapper);
+  EXPECT_EQ(exit_code(exit->wait_status), 3);
+
+  auto whello = parse_report(wrapper_hello_line(1, "n\"2", 9, "12.0"), 4, true, error);
+  ASSERT_TRUE(whello) << error;
+  EXPECT_EQ(whello->node, "n\"2");
+  EXPECT_EQ(whello->step, "12.0");
+
+  auto unknown = parse_report(R"({"type":"from-the-future"})", 0, false, error);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->kind, ReportKind::kOther);
+}
+
+TEST(LaunchControl, MalformedLinesAreRefusedWithAReason) {
+  std::string error;
+  EXPECT_FALSE(parse_report("not json", 0, false, error));
+  EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
+  EXPECT_FALSE(parse_report("[1,2]", 0, false, error));
+  EXPECT_EQ(error, "not a JSON object");
+  EXPECT_FALSE(parse_report(R"({"steps":1})", 0, false, error));
+  EXPECT_EQ(error, "no \"type\"");
+  EXPECT_FALSE(parse_report(R"({"type":"hello"})", 0, false, error));
+  EXPECT_FALSE(parse_report(R"({"type":"exit"})", 0, true, error));
+  EXPECT_FALSE(parse_report(R"({"type":"event"})", 0, false, error));
+}
+
+TEST(LaunchControl, LinesAreCutWhereverTheBytesArriveAndAnEndlessOneIsRefused) {
+  LineSplitter lines;
+  bool ok = false;
+  EXPECT_TRUE(lines.feed("{\"a\"", ok).empty());
+  EXPECT_TRUE(ok);
+  const auto got = lines.feed(":1}\n{}\n{\"b", ok);
+  ASSERT_EQ(got.size(), 2U);
+  EXPECT_EQ(got[0], "{\"a\":1}");
+  EXPECT_EQ(got[1], "{}");
+  lines.feed(std::string(kMaxControlLine + 1, 'x'), ok);
+  EXPECT_FALSE(ok);
+}
+
+TEST(LaunchControl, TheHungRankIsTheOneWhoseProgressIsOldestOnceItIsPastTheTimeout) {
+  const auto now = std::chrono::steady_clock::now();
+  std::map<std::uint32_t, std::chrono::steady_clock::time_point> last = {
+      {0, now - 3s}, {1, now - 12s}, {2, now - 11s}};
+  EXPECT_EQ(hung_rank(last, now, 10s), std::optional<std::uint32_t>(1));
+  EXPECT_EQ(hung_rank(last, now, 20s), std::nullopt);
+  EXPECT_EQ(hung_rank({}, now, 1s), std::nullopt);
+}
+
+TEST(LaunchControl, AStopIsRequeuedForPreemptionOnceAndForTimeLimitsBelowTheCap) {
+  StopFacts facts;
+  facts.max_requeues = 2;
+  facts.preempted = true;
+  facts.requeues_so_far = 5;  // preemption is not the job's fault: always requeued
+  StopDecision d = decide_stop(facts);
+  EXPECT_EQ(d.reason, StopReason::kPreempted);
+  EXPECT_TRUE(d.requeue);
+  EXPECT_EQ(d.exit_status, 75);
+  EXPECT_EQ(d.event, "preempted");
+
+  facts.preempted = false;
+  facts.requeues_so_far = 1;
+  d = decide_stop(facts);
+  EXPECT_EQ(d.reason, StopReason::kTimeLimit);
+  EXPECT_TRUE(d.requeue);
+  EXPECT_EQ(d.event, "time-limit");
+
+  facts.requeues_so_far = 2;
+  d = decide_stop(facts);
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_status, 1);  // never 75 at the cap: RequeueExit=75 would requeue it
+  EXPECT_EQ(d.event, "requeue-cap-reached");
+
+  facts.user_stop = true;
+  d = decide_stop(facts);
+  EXPECT_EQ(d.reason, StopReason::kUserStop);
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_status, 0);
+
+  facts.cancelled = true;
+  facts.preempted = true;
+  d = decide_stop(facts);
+  EXPECT_EQ(d.reason, StopReason::kCancelled);
+  EXPECT_FALSE(d.requeue);
+}
+
+TEST(LaunchControl, ScontrolRecordsKeepValuesWithSpacesAndTellPreemption) {
+  const auto record = parse_scontrol_record(
+      "JobId=12 JobName=train job JobState=RUNNING Reason=None PreemptTime=2026-12-01T10:00:00 "
+      "Command=/home/u/run.sh --fast WorkDir=/home/u/my dir\n");
+  EXPECT_EQ(record.at("JobName"), "train job");
+  EXPECT_EQ(record.at("Command"), "/home/u/run.sh --fast");
+  EXPECT_EQ(record.at("WorkDir"), "/home/u/my dir");
+  JobFacts facts = job_facts(record);
+  EXPECT_EQ(facts.state, "RUNNING");
+  EXPECT_TRUE(facts.preempted);
+  EXPECT_FALSE(job_facts(parse_scontrol_record("JobState=RUNNING PreemptTime=None")).preempted);
+  EXPECT_FALSE(job_facts(parse_scontrol_record("JobState=RUNNING")).preempted);
+}
+
+std::vector<Report> wait_reports(ControlServer& server, std::size_t count) {
+  std::vector<Report> got;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (got.size() < count && std::chrono::steady_clock::now() < until) {
+    pollfd fd{server.fd(), POLLIN, 0};
+    ::poll(&fd, 1, 100);
+    for (Report& r : server.take())
+      got.push_back(std::move(r));
+  }
+  return got;
+}
+
+TEST(LaunchControl, RanksAndWrappersThatKnowTheSecretReportAndStrangersAreRefused) {
+  const std::string secret = os::make_job_secret();
+  std::vector<std::string> refusals;
+  ControlServer server("127.0.0.1", 0, secret, 4,
+                       [&](const std::string& line) { refusals.push_back(line); });
+  {
+    os::UniqueFd rank = coll::connect_control(server.address(), secret, 2, 5s);
+    const std::string hello = "{\"type\":\"hello\",\"attempt\":0,\"node\":\"n1\",\"pid\":1}\n";
+    ASSERT_EQ(::write(rank.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+    os::UniqueFd wrapper =
+        coll::connect_control(server.address(), secret, 2 | coll::kControlWrapperBit, 5s);
+    const std::string exit = wrapper_exit_line(0);
+    ASSERT_EQ(::write(wrapper.get(), exit.data(), exit.size()), static_cast<ssize_t>(exit.size()));
+    const auto got = wait_reports(server, 2);
+    ASSERT_EQ(got.size(), 2U);
+    bool saw_hello = false;
+    bool saw_exit = false;
+    for (const Report& r : got) {
+      EXPECT_EQ(r.rank, 2U);
+      if (r.kind == ReportKind::kHello) saw_hello = !r.wrapper;
+      if (r.kind == ReportKind::kExit) saw_exit = r.wrapper;
+    }
+    EXPECT_TRUE(saw_hello && saw_exit);
+  }
+  // Both closed: each gives a goodbye "disconnected".
+  const auto gone = wait_reports(server, 2);
+  ASSERT_EQ(gone.size(), 2U);
+  EXPECT_EQ(gone[0].reason, "disconnected");
+
+  EXPECT_THROW(coll::connect_control(server.address(), os::make_job_secret(), 1, 3s),
+               coll::CollectiveError);
+  EXPECT_THROW(coll::connect_control(server.address(), secret, 9, 3s), coll::CollectiveError);
+  // A rank of another launch (another address) is refused too.
+  ControlServer other("127.0.0.1", 0, secret, 4, nullptr);
+  EXPECT_NO_THROW(coll::connect_control(other.address(), secret, 0, 3s));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (refusals.size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  // The stranger gives up at the launcher's proof (it cannot check it); rank 9 is refused.
+  ASSERT_GE(refusals.size(), 2U);
+  EXPECT_NE(refusals[0].find("handshake failed"), std::string::npos) << refusals[0];
+  EXPECT_NE(refusals[1].find("claims rank 9"), std::string::npos) << refusals[1];
+}
+
+}  // namespace
+}  // namespace primus::launch
