@@ -21,6 +21,12 @@ std::optional<std::uint64_t> count_field(const json& object, const char* key) {
   return it->get<std::uint64_t>();
 }
 
+std::optional<double> real_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
 ReportKind kind_of(const std::string& type) {
   if (type == "hello") return ReportKind::kHello;
   if (type == "heartbeat") return ReportKind::kHeartbeat;
@@ -65,6 +71,9 @@ std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bo
   report.reason = text_field(object, "reason");
   report.steps = count_field(object, "steps");
   if (!report.steps) report.steps = count_field(object, "step");
+  report.step_seconds = real_field(object, "step_seconds");
+  report.rss_bytes = count_field(object, "rss_bytes");
+  report.cpu_seconds = real_field(object, "cpu_seconds");
   if (const auto attempt = count_field(object, "attempt"); attempt && *attempt <= UINT32_MAX) {
     report.attempt = static_cast<std::uint32_t>(*attempt);
   }

@@ -38,6 +38,9 @@ struct Report {
   std::string step;  // "<job>.<step>", from a wrapper under srun
   // heartbeat (steps also in events)
   std::optional<std::uint64_t> steps;
+  std::optional<double> step_seconds;
+  std::optional<std::uint64_t> rss_bytes;
+  std::optional<double> cpu_seconds;
   // event
   std::string event;
   std::string path;

@@ -52,8 +52,9 @@ void clear(int fd) {
 ControlServer::ControlServer(const std::string& bind_host, std::uint16_t port,
                              const std::string& secret, std::uint32_t world_size,
                              std::function<void(const std::string&)> log)
-    : world_size_(world_size), log_(std::move(log)) {
-  listener_ = std::make_unique<coll::net::Listener>(bind_host, port);
+    : listener_(std::make_unique<coll::net::Listener>(bind_host, port)),
+      world_size_(world_size),
+      log_(std::move(log)) {
   address_ = bind_host + ":" + std::to_string(listener_->port());
   key_ = coll::control_session_key(secret, address_);
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));

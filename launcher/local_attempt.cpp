@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <iostream>
+#include <map>
 
 #include "primus/common/error.hpp"
 #include "primus/os/unique_fd.hpp"
@@ -58,6 +60,8 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
   }
 
   bool stopping_for_failure = false;
+  std::map<std::uint32_t, Clock::time_point> progress;  // ranks that report, for hangs
+  std::map<std::uint32_t, std::uint64_t> steps;
   Clock::time_point kill_at = Clock::time_point::max();
   Clock::time_point next_check = Clock::now() + std::chrono::seconds(1);
   auto signal_all = [&](int sig) {
@@ -93,10 +97,43 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
     }
   };
 
+  const auto handle = [&](const Report& r) {
+    switch (r.kind) {
+      case ReportKind::kHello:
+        if (r.attempt && *r.attempt == setup.attempt) progress[r.rank] = Clock::now();
+        break;
+      case ReportKind::kHeartbeat:
+        if (r.steps && (steps.count(r.rank) == 0 || *r.steps > steps[r.rank])) {
+          steps[r.rank] = *r.steps;
+          progress[r.rank] = Clock::now();
+        }
+        break;
+      case ReportKind::kEvent:
+        if (r.event == "checkpoint-started" || r.event == "checkpoint-committed") {
+          events.write({r.event,
+                        r.rank,
+                        setup.node,
+                        {{"step", r.steps ? std::to_string(*r.steps) : ""}, {"path", r.path}}});
+        }
+        break;
+      case ReportKind::kException:
+        std::cerr << "primus-launch: rank " << r.rank << " raised " << r.exception << ": "
+                  << r.message << (r.where.empty() ? "" : " (" + r.where + ")") << "\n";
+        break;
+      case ReportKind::kGoodbye:
+        progress.erase(r.rank);
+        break;
+      default:
+        break;
+    }
+  };
+
   while (std::any_of(ranks.begin(), ranks.end(), [](const RankProcess& r) { return r.running; })) {
     std::vector<pollfd> fds;
     std::vector<RankProcess*> polled;
     fds.push_back({signals.get(), POLLIN, 0});
+    if (setup.control != nullptr) fds.push_back({setup.control->fd(), POLLIN, 0});
+    const std::size_t first_rank_fd = fds.size();
     for (RankProcess& rank : ranks) {
       if (!rank.output) continue;
       fds.push_back({rank.output.get(), POLLIN, 0});
@@ -108,7 +145,11 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(0, wait)));
     if (ready < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
     for (std::size_t i = 0; ready > 0 && i < polled.size(); ++i) {
-      if (fds[i + 1].revents != 0) pump_output(*polled[i], setup.label);
+      if (fds[i + first_rank_fd].revents != 0) pump_output(*polled[i], setup.label);
+    }
+    if (setup.control != nullptr) {
+      for (const Report& r : setup.control->take())
+        handle(r);
     }
     if (ready > 0 && fds[0].revents != 0) {
       signalfd_siginfo info{};
@@ -130,6 +171,24 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
           std::filesystem::exists(setup.stop_request, error)) {
         std::filesystem::remove(setup.stop_request, error);
         forward_stop(SIGTERM, "primus-launch stop");
+      }
+      if (setup.hang_timeout && !result.stop_requested && !stopping_for_failure) {
+        if (const auto rank = hung_rank(progress, Clock::now(), *setup.hang_timeout)) {
+          result.hung = rank;
+          const auto seconds =
+              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - progress[*rank])
+                  .count();
+          events.write({"hang",
+                        *rank,
+                        setup.node,
+                        {{"seconds_without_progress", std::to_string(seconds)},
+                         {"steps", steps.count(*rank) ? std::to_string(steps[*rank]) : "0"}}});
+          std::cerr << "primus-launch: rank " << *rank << " on " << setup.node
+                    << " made no progress for " << seconds << " s (--primus-hang-timeout)\n";
+          stopping_for_failure = true;
+          signal_all(SIGTERM);
+          kill_at = Clock::now() + setup.grace;
+        }
       }
     }
     if (Clock::now() >= kill_at) {

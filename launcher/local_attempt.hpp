@@ -12,9 +12,11 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "control_server.hpp"
 #include "events.hpp"
 #include "job_dir.hpp"
 #include "outcome.hpp"
@@ -31,11 +33,17 @@ struct AttemptSetup {
   std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
   std::filesystem::path stop_request;  // checked every second; its appearance is a stop
   std::string node;                    // for events
+  // The control channel, where the ranks report (nullptr: supervised by exit status only), and
+  // --primus-hang-timeout over what they report.
+  ControlServer* control = nullptr;
+  std::uint32_t attempt = 0;
+  std::optional<std::chrono::milliseconds> hang_timeout;
 };
 
 struct AttemptResult {
   std::vector<RankEnd> ends;  // in the order the ranks ended
   bool stop_requested = false;
+  std::optional<std::uint32_t> hung;  // the rank that hung, if the attempt ended for a hang
 };
 
 // Signals that the caller blocked and that run_attempt reads (through a signalfd): SIGCHLD and

@@ -84,15 +84,21 @@ std::optional<std::uint32_t> hung_rank(
 
 StopDecision decide_stop(const StopFacts& facts) {
   StopDecision d;
-  if (facts.cancelled) {
-    d.reason = StopReason::kCancelled;
-    d.event = "cancelled";
-    d.exit_status = 128 + SIGTERM;
-    return d;
-  }
   if (facts.user_stop) {
     d.reason = StopReason::kUserStop;
     d.event = "finished";
+    return d;
+  }
+  if (facts.job_state == "TIMEOUT") {
+    d.reason = StopReason::kTimeLimit;
+    d.event = "time-limit";
+    d.exit_status = facts.preempted_status;
+    return d;
+  }
+  if (facts.job_state != "RUNNING") {
+    d.reason = StopReason::kCancelled;
+    d.event = "cancelled";
+    d.exit_status = 128 + SIGTERM;
     return d;
   }
   if (facts.preempted) {

@@ -71,13 +71,17 @@ std::optional<std::uint32_t> hung_rank(
 // rule 3): why, whether the job goes back to the queue, and primus-launch's exit status.
 enum class StopReason {
   kUserStop,   // primus-launch stop: no requeue, exit 0
-  kCancelled,  // scancel: never requeued
+  kCancelled,  // scancel (the job is ending, not RUNNING): never requeued
   kPreempted,  // PreemptTime set: requeued exactly once, by us, whatever the count
-  kTimeLimit,  // otherwise (the --signal warning, a signal to the step): requeued below the cap
+  kTimeLimit,  // otherwise (the --signal warning, a signal to the step): requeued below the cap;
+               // past the limit itself (TIMEOUT) too late to requeue
 };
 struct StopFacts {
   bool user_stop = false;
-  bool cancelled = false;             // JobState CANCELLED
+  // JobState when the ranks had stopped (empty: unknown). Only a RUNNING job is requeued: on
+  // the testbed a cancelled job shows COMPLETING while its steps end (its ranks, signalled by
+  // Slurm, may well have saved and exited 75), and one past its time limit TIMEOUT.
+  std::string job_state;
   bool preempted = false;             // PreemptTime set
   std::uint32_t requeues_so_far = 0;  // SLURM_RESTART_COUNT: every kind of requeue counts
   std::uint32_t max_requeues = 3;     // --primus-max-requeues

@@ -7,8 +7,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -33,6 +36,7 @@
 #include "reaper.hpp"
 #include "slurm_attempt.hpp"
 #include "slurm_queries.hpp"
+#include "status.hpp"
 #include "task_wrapper.hpp"
 
 #include <slurm/slurm.h>
@@ -45,6 +49,7 @@ namespace {
 constexpr const char* kUsage =
     "Usage: primus-launch [options] -- COMMAND [ARGS...]      (inside a Slurm allocation)\n"
     "       primus-launch [options] --nproc N -- COMMAND [ARGS...]   (on this machine)\n"
+    "       primus-launch status [JOBID|JOBDIR]\n"
     "       primus-launch stop [JOBID|JOBDIR]\n"
     "\n"
     "Starts COMMAND once per rank with the rank environment of primus(7) (RANK, WORLD_SIZE,\n"
@@ -60,6 +65,8 @@ constexpr const char* kUsage =
     "--primus-exit-preempted=STATUS (75), --primus-job-dir=PATH (default primus-JOBID in the\n"
     "submit directory, or ./primus-local on one machine: logs, events.jsonl, checkpoints).\n"
     "\n"
+    "status [JOBID|JOBDIR]: every rank's state, steps, step time, memory and last report, from\n"
+    "the job directory's status.json (under Slurm; rewritten every heartbeat interval).\n"
     "stop [JOBID|JOBDIR]: asks the launcher of a job to stop its ranks gracefully; they save\n"
     "and exit, and the job is not requeued (default: $PRIMUS_JOB_DIR, else ./primus-local).\n"
     "\n"
@@ -121,6 +128,59 @@ std::string job_dir_of_slurm_job(const std::string& job) {
                 "--primus-job-dir, give that directory");
   }
   return dir.string();
+}
+
+// `primus-launch status [JOBID|JOBDIR]`: the job's status.json as a table.
+int status_command(const std::vector<std::string>& args) {
+  if (args.size() > 1 || (!args.empty() && args.front().rfind('-', 0) == 0)) {
+    if (!args.empty() && (args.front() == "--help" || args.front() == "-h")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    throw cli::UsageError("status: expected at most one JOBID or JOBDIR");
+  }
+  std::string dir = args.empty() ? "" : args.front();
+  if (dir.empty()) {
+    const char* env = std::getenv("PRIMUS_JOB_DIR");
+    dir = env != nullptr && *env != '\0' ? env : "primus-local";
+  } else if (dir.find_first_not_of("0123456789_") == std::string::npos) {
+    dir = job_dir_of_slurm_job(dir);
+  }
+  const std::filesystem::path file = absolute_from_here(dir) / "status.json";
+  std::ifstream in(file);
+  if (!in)
+    throw Error(file.string() +
+                ": no status (is it a job directory of primus-launch under Slurm?)");
+  nlohmann::json status;
+  try {
+    in >> status;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(file.string() + ": not JSON (" + e.what() + ")");
+  }
+  const auto text = [](const nlohmann::json& o, const char* key) {
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  std::cout << "job " << text(status, "job") << ": " << text(status, "state") << " (allocation "
+            << status.value("allocation", 0) << ", attempt " << status.value("attempt", 0)
+            << ", as of " << text(status, "time") << ")\n";
+  if (!text(status, "checkpoint").empty()) {
+    std::cout << "newest checkpoint: " << text(status, "checkpoint") << "\n";
+  }
+  std::printf("%5s  %-12s %-9s %8s %10s %9s %12s  %s\n", "RANK", "NODE", "STATE", "STEPS", "STEP_S",
+              "RSS_MB", "LAST_SEEN_S", "ENDED");
+  for (const auto& r : status.value("ranks", nlohmann::json::array())) {
+    const auto num = [&](const char* key, double scale, const char* format) {
+      if (!r.contains(key) || !r[key].is_number()) return std::string("-");
+      char out[32];
+      std::snprintf(out, sizeof out, format, r[key].get<double>() / scale);
+      return std::string(out);
+    };
+    std::printf("%5d  %-12s %-9s %8s %10s %9s %12s  %s\n", r.value("rank", 0),
+                text(r, "node").c_str(), text(r, "state").c_str(), num("steps", 1, "%.0f").c_str(),
+                num("step_seconds", 1, "%.3f").c_str(), num("rss_bytes", 1 << 20, "%.0f").c_str(),
+                num("seconds_since_report", 1, "%.1f").c_str(), text(r, "ended").c_str());
+  }
+  return 0;
 }
 
 int stop_command(const std::vector<std::string>& args) {
@@ -242,6 +302,20 @@ void print_root_cause(const RankEnd& cause, const std::string& node,
     std::cerr << "  | " << line << "\n";
 }
 
+std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options) {
+  const std::string hang = options.value_or("primus-hang-timeout", "off");
+  if (hang == "off" || hang == "0") return std::nullopt;
+  return std::chrono::seconds(parse_unsigned(hang, std::uint64_t{7} * 24 * 3600).value_or(0));
+}
+
+// A hang ends the attempt as a failure of the hung rank, whatever status it then got.
+void blame_the_hung_rank(Outcome& outcome, const std::vector<RankEnd>& ends, std::uint32_t hung) {
+  outcome.verdict = Verdict::kFailed;
+  const auto end = std::find_if(ends.begin(), ends.end(),
+                                [&](const RankEnd& e) { return e.rank == static_cast<int>(hung); });
+  outcome.cause = end != ends.end() ? *end : RankEnd{static_cast<int>(hung), 1 << 8};
+}
+
 std::uint32_t env_number(const Environment& env, std::string_view name, std::uint32_t fallback) {
   const auto value = lookup(env, name);
   if (!value) return fallback;
@@ -283,11 +357,10 @@ void warn_without_exec() {
     rest >> state >> ppid;
     return ppid;
   };
+  // The batch script runs as slurm_script, a child of slurmstepd; exec'd, the launcher is that
+  // child itself.
   const pid_t parent = ::getppid();
-  const std::string shell = comm(parent);
-  const bool is_shell = shell == "bash" || shell == "sh" || shell == "dash" || shell == "zsh" ||
-                        shell == "ksh" || shell == "tcsh" || shell == "csh";
-  if (is_shell && comm(parent_of(parent)) == "slurmstepd") {
+  if (comm(parent) != "slurmstepd" && comm(parent_of(parent)) == "slurmstepd") {
     std::cerr << "primus-launch: note: the batch script runs primus-launch without exec; a "
                  "signal for the batch shell (sbatch --signal=B:SIG@T) stops at the shell. "
                  "Write 'exec primus-launch ...' or use --signal=SIG@T (no B:).\n";
@@ -306,11 +379,7 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
   const std::uint32_t max_restarts = option_number(s.options, "primus-max-restarts", 1000);
   const std::uint32_t max_requeues = option_number(s.options, "primus-max-requeues", 1000);
   const int preempted = static_cast<int>(option_number(s.options, "primus-exit-preempted", 125));
-  const std::string hang = s.options.value_or("primus-hang-timeout", "off");
-  std::optional<std::chrono::milliseconds> hang_timeout;
-  if (hang != "off" && hang != "0") {
-    hang_timeout = std::chrono::seconds(parse_unsigned(hang, 7 * 24 * 3600).value_or(0));
-  }
+  const std::optional<std::chrono::milliseconds> hang_timeout = hang_timeout_of(s.options);
   const ResolvedCommand srun = resolve_command("srun", std::getenv("PATH"));
   if (srun.status != 0) {
     std::cerr << "primus-launch: srun: " << srun.reason << " (inside an allocation the ranks "
@@ -345,6 +414,7 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
     control_host = os::resolve_node_address(node, "the control channel (--primus-control-addr)");
   }
   const std::uint32_t world = slurm_world_size(env);
+  block_launcher_signals();  // before the control channel's thread starts
   ControlServer control(control_host, control_port, secret, world, [](const std::string& line) {
     std::cerr << "primus-launch: control channel: " << line << "\n";
   });
@@ -369,10 +439,10 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
     SlurmAttemptSetup setup;
     setup.srun = srun.path;
     setup.argv = {"--export=ALL", "--kill-on-bad-exit=0"};
-    if (s.label) setup.argv.push_back("--label");
+    if (s.label) setup.argv.emplace_back("--label");
     setup.argv.push_back(self);
-    setup.argv.push_back("task");
-    setup.argv.push_back("--");
+    setup.argv.emplace_back("task");
+    setup.argv.emplace_back("--");
     setup.argv.push_back(command.path);
     setup.argv.insert(setup.argv.end(), s.command.begin() + 1, s.command.end());
     const std::filesystem::path log_dir = job_dir.attempt_logs(allocation, attempt);
@@ -391,13 +461,22 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
     // Slurm 22.05's PMIx direct connections race at step start (docs/collectives.md).
     if (!lookup(step_env, "SLURM_PMIX_DIRECT_CONN")) step_env["SLURM_PMIX_DIRECT_CONN"] = "false";
 #endif
-    for (const auto& [name, value] : step_env)
-      setup.env.push_back(name + "=" + value);
+    for (const auto& [name, value] : step_env) {
+      std::string entry = name;
+      entry += '=';
+      entry += value;
+      setup.env.push_back(std::move(entry));
+    }
     setup.job = job;
     setup.world_size = world;
     setup.attempt = attempt;
     setup.hang_timeout = hang_timeout;
     setup.stop_request = job_dir.stop_request_file();
+    setup.status_file = job_dir.path() / "status.json";
+    const auto interval = option_number(options, "primus-heartbeat-interval", 3600);
+    setup.status_interval = std::chrono::seconds(interval > 0 ? interval : 5);
+    setup.job_id = job_id;
+    setup.allocation = allocation;
     setup.node = node;
     setup.preempted_status = preempted;
 
@@ -410,7 +489,7 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
         std::any_of(result.ends.begin(), result.ends.end(),
                     [&](const RankEnd& end) { return exit_code(end.wait_status) == preempted; });
     const bool stop_seen = result.stop_forwarded || result.ranks_signalled;
-    if (stop_seen && any_stopped && !result.hung) {
+    if (stop_seen && any_stopped && !result.ended_for_failure) {
       if (!result.checkpoint_committed && result.any_rank_connected) {
         std::cerr << "primus-launch: the ranks stopped with status " << preempted
                   << " but none reported a committed checkpoint\n";
@@ -422,7 +501,7 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
       facts.preempted_status = preempted;
       if (const auto state = query_job(job)) {
         facts.preempted = state->preempted;
-        facts.cancelled = state->state == "CANCELLED";
+        facts.job_state = state->state;
       }
       const StopDecision d = decide_stop(facts);
       const std::string checkpoint =
@@ -439,7 +518,9 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
                     << "saving " << checkpoint << "; the job is not requeued\n";
           break;
         case StopReason::kCancelled:
-          std::cerr << "primus-launch: the job was cancelled; it is not requeued\n";
+          std::cerr << "primus-launch: the job is ending (JobState="
+                    << (facts.job_state.empty() ? "unknown" : facts.job_state)
+                    << ": cancelled, or scontrol could not say); it is not requeued\n";
           break;
         case StopReason::kPreempted:
         case StopReason::kTimeLimit:
@@ -447,6 +528,10 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
             std::cerr << "primus-launch: the ranks stopped ("
                       << (d.reason == StopReason::kPreempted ? "preemption" : "time limit")
                       << ") after saving " << checkpoint << "; requeueing job " << job_id << "\n";
+          } else if (facts.job_state == "TIMEOUT") {
+            std::cerr << "primus-launch: the job reached its time limit before any warning "
+                         "signal and is ending: it is not requeued (submit with "
+                         "--signal=USR2@120 --requeue to have it requeued in time)\n";
           } else {
             std::cerr << "primus-launch: the job stopped at its time limit and was requeued "
                       << allocation << " times already (--primus-max-requeues=" << max_requeues
@@ -554,10 +639,17 @@ int launch(const std::vector<std::string>& args) {
   job.submit_dir = std::filesystem::current_path().string();
   job.port_seed = static_cast<std::uint64_t>(::getpid());
   job.job_secret = os::make_job_secret();
+  // Before any thread starts: every thread must have the stop signals blocked, so that they
+  // reach the signalfd only.
+  block_launcher_signals();
+  // The ranks report on this machine's loopback: heartbeats, checkpoints, hangs.
+  ControlServer control("127.0.0.1", 0, job.job_secret, s.nproc, [](const std::string& line) {
+    std::cerr << "primus-launch: control channel: " << line << "\n";
+  });
+  const std::optional<std::chrono::milliseconds> hang_timeout = hang_timeout_of(s.options);
 
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   Reaper reaper;
-  block_launcher_signals();
 
   std::string command_text;
   for (const std::string& word : s.command)
@@ -583,6 +675,7 @@ int launch(const std::vector<std::string>& args) {
       for (const auto& [name, value] : one_machine_environment(job, rank, env, options))
         rank_env[name] = value;
       rank_env["PRIMUS_LAUNCH_RESTARTS"] = std::to_string(attempt);
+      rank_env["PRIMUS_CONTROL"] = control.address();
       std::vector<std::string> list;
       list.reserve(rank_env.size());
       for (const auto& [name, value] : rank_env) {
@@ -593,17 +686,16 @@ int launch(const std::vector<std::string>& args) {
       }
       setup.envs.push_back(std::move(list));
     }
+    setup.control = &control;
+    setup.attempt = attempt;
+    setup.hang_timeout = hang_timeout;
     const AttemptResult result = run_attempt(setup, reaper, events);
-    const Outcome outcome = judge(result.ends, result.stop_requested, preempted);
+    Outcome outcome = judge(result.ends, result.stop_requested, preempted);
+    if (result.hung) blame_the_hung_rank(outcome, result.ends, *result.hung);
     const Decision decision = decide(outcome, attempt, max_restarts, preempted);
     if (outcome.verdict == Verdict::kFailed && outcome.cause) {
-      const RankEnd& cause = *outcome.cause;
-      const std::filesystem::path log = setup.log_dir / rank_log_name(cause.rank);
-      std::cerr << "primus-launch: rank " << cause.rank << " on " << node
-                << " failed first: " << describe(cause.wait_status) << " (attempt " << attempt
-                << "); the last lines of " << log.string() << ":\n";
-      for (const std::string& line : last_lines(log, 10))
-        std::cerr << "  | " << line << "\n";
+      print_root_cause(*outcome.cause, node, setup.log_dir, attempt,
+                       result.hung ? "hung" : "failed first");
     }
     if (decision.restart) {
       std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
@@ -652,6 +744,9 @@ int main(int argc, char** argv) {
       }
       command.erase(command.begin());
       return run_task_wrapper(command);
+    }
+    if (!args.empty() && args.front() == "status") {
+      return status_command(std::vector<std::string>(args.begin() + 1, args.end()));
     }
     if (!args.empty() && args.front() == "stop") {
       return stop_command(std::vector<std::string>(args.begin() + 1, args.end()));

@@ -18,6 +18,7 @@
 #include "primus/os/unique_fd.hpp"
 #include "rank_process.hpp"
 #include "slurm_queries.hpp"
+#include "status.hpp"
 
 namespace primus::launch {
 namespace {
@@ -36,6 +37,8 @@ pid_t start_srun(const SlurmAttemptSetup& setup) {
   std::vector<std::string> env = setup.env;
   std::vector<char*> argv_p;
   std::vector<char*> env_p;
+  argv_p.reserve(argv.size() + 1);
+  env_p.reserve(env.size() + 1);
   for (std::string& a : argv)
     argv_p.push_back(a.data());
   argv_p.push_back(nullptr);
@@ -93,6 +96,29 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   std::map<std::uint32_t, std::uint64_t> steps;
   std::set<std::uint32_t> reported;  // wrappers that reported an exit
 
+  std::map<std::uint32_t, RankStatus> ranks;
+  std::map<std::uint32_t, Clock::time_point> last_report;
+  for (std::uint32_t r = 0; r < setup.world_size; ++r)
+    ranks[r].rank = r;
+  Clock::time_point next_status = Clock::now();
+  const auto write_status_now = [&](const std::string& state) {
+    JobStatus status;
+    status.time = utc_now_ms();
+    status.job = setup.job_id;
+    status.state = state;
+    status.allocation = setup.allocation;
+    status.attempt = setup.attempt;
+    status.checkpoint = result.checkpoint;
+    const auto now = Clock::now();
+    for (auto& [rank, entry] : ranks) {
+      if (const auto it = last_report.find(rank); it != last_report.end()) {
+        entry.seconds_since_report = std::chrono::duration<double>(now - it->second).count();
+      }
+      status.ranks.push_back(entry);
+    }
+    write_status(setup.status_file, status_json(status));
+    next_status = now + setup.status_interval;
+  };
   const auto target = [&] { return result.step.empty() ? setup.job : result.step; };
   const auto stopping = [&] {
     return stopping_for_failure || result.stop_forwarded || result.ranks_signalled;
@@ -112,6 +138,21 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
     signal_job(target(), sig);
   };
   const auto handle = [&](const Report& r) {
+    RankStatus& entry = ranks[r.rank];
+    entry.rank = r.rank;
+    if (!r.wrapper) last_report[r.rank] = Clock::now();
+    if (!r.node.empty()) entry.node = r.node;
+    if (r.kind == ReportKind::kHello && entry.state == "starting") entry.state = "running";
+    if (r.kind == ReportKind::kHeartbeat) {
+      if (r.steps) entry.steps = r.steps;
+      if (r.step_seconds) entry.step_seconds = r.step_seconds;
+      if (r.rss_bytes) entry.rss_bytes = r.rss_bytes;
+      if (r.cpu_seconds) entry.cpu_seconds = r.cpu_seconds;
+    }
+    if (r.kind == ReportKind::kExit && r.wrapper) {
+      entry.state = "exited";
+      entry.ended = describe(r.wait_status);
+    }
     switch (r.kind) {
       case ReportKind::kHello:
         if (r.attempt && *r.attempt != setup.attempt) return;  // a rank of an earlier attempt
@@ -131,6 +172,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         return;
       case ReportKind::kEvent:
         if (r.event == "stop-signal") {
+          if (stopping_for_failure) return;  // our SIGTERM after a failure: not a stop
           if (!result.ranks_signalled && !result.stop_forwarded) {
             events.write(
                 {"stop-requested",
@@ -172,7 +214,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
           events.write({"rank-failed", r.rank, node, {{"status", describe(r.wait_status)}}});
           end_the_step("rank " + std::to_string(r.rank) + " failed");
         }
-        if (as_asked) result.ranks_signalled = true;
+        if (as_asked && !stopping_for_failure) result.ranks_signalled = true;
         return;
       }
       case ReportKind::kGoodbye:
@@ -217,6 +259,9 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
       }
     }
     const auto now = Clock::now();
+    if (now >= next_status && !setup.status_file.empty()) {
+      write_status_now(stopping() ? "stopping" : "running");
+    }
     if (now >= next_check) {
       next_check = now + std::chrono::seconds(1);
       std::error_code error;
@@ -258,6 +303,8 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
     }
   }
   control.drop_connections();
+  result.ended_for_failure = stopping_for_failure;
+  if (!setup.status_file.empty()) write_status_now("attempt ended");
   return result;
 }
 

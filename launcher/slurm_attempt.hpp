@@ -32,7 +32,11 @@ struct SlurmAttemptSetup {
   std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
   std::optional<std::chrono::milliseconds> hang_timeout;
   std::filesystem::path stop_request;
-  std::string node;  // the launcher's, for events
+  std::filesystem::path status_file;  // status.json, rewritten every status_interval
+  std::chrono::milliseconds status_interval{std::chrono::seconds(5)};
+  std::string job_id;            // PRIMUS_JOB_ID, for status.json
+  std::uint32_t allocation = 0;  // SLURM_RESTART_COUNT, for status.json
+  std::string node;              // the launcher's, for events
   int preempted_status = kExitDefaultPreempted;
 };
 
@@ -46,6 +50,7 @@ struct SlurmAttemptResult {
   bool any_rank_connected = false;    // some rank itself (not only a wrapper) reported
   int srun_status = 0;                // waitpid status of srun
   std::optional<std::uint32_t> hung;  // the rank that hung, if the attempt ended for a hang
+  bool ended_for_failure = false;     // a rank failed or hung first: never a stop
   std::map<std::uint32_t, std::string> nodes;  // where each rank ran
   std::string step;                            // "<job>.<step>" of the attempt
 };

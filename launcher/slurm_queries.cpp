@@ -65,6 +65,7 @@ CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::sec
   if (argv.empty() || ::pipe2(fds, O_CLOEXEC) != 0) return result;
   std::vector<std::string> args = argv;
   std::vector<char*> pointers;
+  pointers.reserve(args.size() + 1);
   for (std::string& arg : args)
     pointers.push_back(arg.data());
   pointers.push_back(nullptr);

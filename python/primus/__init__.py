@@ -8,10 +8,13 @@ SPANK plugin under srun, or from primus-launch.
 """
 
 __version__ = "0.1.0"
-__all__ = ["checkpoint", "comm", "init", "should_stop", "stop_requested", "EXIT_PREEMPTED",
-           "Job", "__version__"]
+__all__ = ["checkpoint", "comm", "ddp", "init", "should_stop", "stop_requested",
+           "worker_init_fn", "EXIT_PREEMPTED", "Job", "__version__"]
 
-from ._runtime import EXIT_PREEMPTED, Job, init, should_stop, stop_requested  # noqa: E402
+from ._ddp import ddp  # noqa: E402 (imports torch only when called)
+
+from ._runtime import (EXIT_PREEMPTED, Job, init, should_stop, stop_requested,  # noqa: E402
+                       worker_init_fn)
 
 
 def __getattr__(name):

@@ -8,6 +8,7 @@ interrupts it. should_stop(), called by every rank once per step, agrees on the 
 primus.comm, so that every rank stops at the same step.
 """
 
+import atexit
 import os
 import signal
 import sys
@@ -90,9 +91,23 @@ def _init_torch(job):
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend, init_method="env://", rank=job.rank,
                                 world_size=job.world_size)
+        # The group primus made is torn down before the interpreter's own teardown: left to the
+        # latter, torch 1.13 sometimes aborts at exit ("terminate called without an active
+        # exception", seen here when a rank exits 75 right after a stop).
+        atexit.register(_destroy_process_group)
     if torch.cuda.is_available():
         torch.cuda.set_device(job.local_rank % torch.cuda.device_count())
         job.device = f"cuda:{torch.cuda.current_device()}"
+
+
+def _destroy_process_group():
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 (at exit, nothing is left to tell)
+        pass
 
 
 def init(torch=True):
@@ -124,6 +139,14 @@ def init(torch=True):
             _init_torch(job)
         _job = job
         return job
+
+
+def worker_init_fn(worker_id):  # noqa: ARG001 (torch's signature)
+    """For torch DataLoader(worker_init_fn=primus.worker_init_fn): a worker ignores the stop
+    signals (Slurm sends them to every process of the step), so that only the rank decides when
+    to stop, and its workers end with it."""
+    for signum in _stop_signals():
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def stop_requested():

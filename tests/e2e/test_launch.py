@@ -34,9 +34,19 @@ def job_processes(job):
     return found
 
 
+def start_again(testbed, run):
+    """Skips a requeued job's wait (~120 s, Reason=BeginTime). Not at once: started within the
+    second its old allocation's credential was revoked, slurmd refuses it ("Killing non-startable
+    batch job: Job credential revoked", and the job FAILS); seen on the testbed."""
+    testbed.wait_for(lambda: not job_processes(run.job), 30,
+                     lambda: f"job {run.job}'s old allocation to end: {job_processes(run.job)}")
+    time.sleep(2)
+    testbed.root_cmd(["scontrol", "update", f"JobId={run.job}", "StartTime=now"])
+
+
 class Launch:
-    def __init__(self, testbed, prefix, name):
-        self.testbed, self.prefix, self.name = testbed, prefix, name
+    def __init__(self, testbed, prefix, name, layout="-N4 --ntasks-per-node=2"):
+        self.testbed, self.prefix, self.name, self.layout = testbed, prefix, name, layout
         self.dir = testbed.workdir / name
         self.dir.mkdir()
         train = self.dir / "train_tiny.py"
@@ -47,14 +57,14 @@ class Launch:
         self.out = self.dir / "final.json"
         self.progress = self.dir / "progress"
 
-    def submit(self, *, sbatch="", launch="", env=""):
+    def submit(self, *, sbatch="", launch="", env="", exec_="exec "):
         script = self.dir / "job.sh"
         script.write_text(
             "#!/bin/bash\n"
-            f"#SBATCH -N4 --ntasks-per-node=2 --open-mode=append -o {self.dir}/job.out {sbatch}\n"
+            f"#SBATCH {self.layout} --open-mode=append -o {self.dir}/job.out {sbatch}\n"
             f". {INIT}; module use {self.prefix}/share/modulefiles; module load primus\n"
-            f"export OMP_NUM_THREADS=1 OUT={self.out} PROGRESS={self.progress} {env}\n"
-            f"exec primus-launch {launch} -- /usr/bin/python3 {self.dir}/train_tiny.py\n")
+            f"export OMP_NUM_THREADS=1 GLOG_minloglevel=2 OUT={self.out} PROGRESS={self.progress} {env}\n"
+            f"{exec_}primus-launch {launch} -- /usr/bin/python3 {self.dir}/train_tiny.py\n")
         os.chmod(script, 0o755)
         if self.testbed.as_root:
             os.chown(script, self.testbed.uid, self.testbed.gid)
@@ -126,6 +136,10 @@ def test_sbatch_runs_eight_ranks_on_four_nodes_as_one_step(reference):
     logs = run.dir / f"primus-{run.job}" / "logs" / "alloc-0" / "attempt-0"
     assert sorted(p.name for p in logs.iterdir()) == [f"rank-{r}.log" for r in range(8)]
     assert "finished at step 12" in (logs / "rank-5.log").read_text()
+    status = json.loads((run.dir / f"primus-{run.job}" / "status.json").read_text())
+    assert status["state"] == "attempt ended" and len(status["ranks"]) == 8, status
+    assert {r["node"] for r in status["ranks"]} == {"n1", "n2", "n3", "n4"}, status
+    assert all(r["ended"] == "exit status 0" for r in status["ranks"]), status
 
 
 def test_a_rank_that_fails_once_restarts_in_the_allocation_and_ends_bitwise_equal(
@@ -146,12 +160,13 @@ def test_a_rank_that_fails_once_restarts_in_the_allocation_and_ends_bitwise_equa
 
 def test_a_rank_that_fails_without_restarts_ends_the_job_with_its_status(testbed, prefix):
     run = Launch(testbed, prefix, "fail")
-    run.submit(env="FAIL_AT=3 FAIL_RANK=6")
+    run.submit(env="FAIL_AT=3 FAIL_RANK=6", exec_="")
     assert run.wait_ended() == "FAILED", run.output()[-4000:]
     assert run.exit_code() == "3:0"
     out = run.output()
     assert "primus-launch: rank 6 on n4 failed first: exit status 3 (attempt 0)" in out, out[-4000:]
     assert "  | rank 6: failing at step 3" in out, out[-4000:]
+    assert "note: the batch script runs primus-launch without exec" in out, out[-4000:]
     assert run.milestones() == ["launched", "rank-failed", "failed"], run.events()
 
 
@@ -171,9 +186,15 @@ def test_a_hung_rank_ends_the_attempt_and_is_named(testbed, prefix):
     assert len(hang) == 1 and hang[0]["rank"] == 2, run.events()
 
 
-def test_a_preempted_job_saves_is_requeued_once_and_ends_bitwise_equal(testbed, prefix, reference):
-    run = Launch(testbed, prefix, "preempt")
-    run.submit(sbatch="-p low --requeue", env="STEP_SLEEP=1")
+@pytest.mark.parametrize("signal", ["", "--signal=USR2@5", "--signal=B:USR2@5"],
+                         ids=["sigterm", "user-signal", "batch-shell-signal"])
+def test_a_preempted_job_saves_is_requeued_once_and_ends_bitwise_equal(
+        testbed, prefix, reference, signal):
+    """Without --signal the ranks get SIGTERM; with it (the testbed sets preempt_send_user_signal)
+    USR2 first, to the ranks, or with B: to the batch shell alone, which is primus-launch (exec)
+    and forwards it."""
+    run = Launch(testbed, prefix, "preempt" + signal.replace("=", "-").replace(":", "").replace("@", "-"))
+    run.submit(sbatch=f"-p low --requeue {signal}", env="STEP_SLEEP=1")
     high = None
     try:
         run.wait_step(3)
@@ -183,7 +204,7 @@ def test_a_preempted_job_saves_is_requeued_once_and_ends_bitwise_equal(testbed, 
                          and testbed.job(run.job).get("JobState") == "PENDING", 120,
                          lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
         testbed.wait_ended([high], 120)
-        testbed.root_cmd(["scontrol", "update", f"JobId={run.job}", "StartTime=now"])
+        start_again(testbed, run)
         assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
     finally:
         testbed.cancel(high)
@@ -195,14 +216,48 @@ def test_a_preempted_job_saves_is_requeued_once_and_ends_bitwise_equal(testbed, 
     out = run.output()
     assert re.search(r"rank 0: stopped at step \d+", out), out[-4000:]
     assert re.search(r"rank 0: resumed at step \d+", out), out[-4000:]
+    stops = [e for e in run.events() if e["event"] == "stop-requested"]
+    assert len(stops) == 1, run.events()
+    expected = {"": "SIGTERM to the ranks", "--signal=USR2@5": "SIGUSR2 to the ranks",
+                "--signal=B:USR2@5": "SIGUSR2 to primus-launch"}[signal]
+    assert stops[0]["details"]["source"] == expected, stops
+
+
+def test_a_warning_signal_to_the_batch_shell_is_forwarded_and_the_job_requeued(
+        testbed, prefix, reference):
+    """--signal=B:USR2@T as the time limit nears: the signal reaches the batch shell only, which
+    is primus-launch (exec); it forwards the signal to the step, the ranks save and exit 75, and
+    it requeues the job (not preempted: the time-limit rule, below the cap)."""
+    run = Launch(testbed, prefix, "batch-signal")
+    run.submit(sbatch="--requeue", env="STEP_SLEEP=1")
+    run.wait_step(3)
+    assert "note: the batch script runs primus-launch without exec" not in run.output()
+    testbed.root_cmd(["scancel", "--batch", "--signal=USR2", run.job])
+    testbed.wait_for(lambda: testbed.job(run.job).get("Restarts") == "1"
+                     and testbed.job(run.job).get("JobState") == "PENDING", 120,
+                     lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
+    start_again(testbed, run)
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.final() == reference.final()
+    stops = [e for e in run.events() if e["event"] == "stop-requested"]
+    assert stops and stops[0]["details"] == {"source": "SIGUSR2 to primus-launch",
+                                             "forwarded": "SIGUSR2"}, run.events()
+    names = run.milestones()
+    assert "time-limit" in names and names.count("requeued") == 1, run.events()
 
 
 def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
     run = Launch(testbed, prefix, "stop")
-    run.submit(sbatch="--requeue", env="STEP_SLEEP=1")
+    run.submit(sbatch="--requeue", launch="--primus-heartbeat-interval=1", env="STEP_SLEEP=1")
     run.wait_step(3)
-    res = testbed.user_cmd(["bash", "-c", f". {INIT}; module use {prefix}/share/modulefiles; "
-                            f"module load primus; primus-launch stop {run.job}"], cwd=run.dir)
+    time.sleep(2.5)  # a heartbeat, and status.json rewritten since
+    module = f". {INIT}; module use {prefix}/share/modulefiles; module load primus; "
+    res = testbed.user_cmd(["bash", "-c", module + f"primus-launch status {run.job}"],
+                           cwd=run.dir)
+    rows = [line.split() for line in res.stdout.splitlines() if line.split()[0].isdigit()]
+    assert len(rows) == 8 and all(row[2] == "running" for row in rows), res.stdout + res.stderr
+    assert int(rows[0][3]) >= 3, res.stdout
+    res = testbed.user_cmd(["bash", "-c", module + f"primus-launch stop {run.job}"], cwd=run.dir)
     assert "asked the job" in res.stdout, res.stdout + res.stderr
     assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
     assert run.exit_code() == "0:0"
@@ -213,3 +268,35 @@ def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
     assert (ckpt / "manifest.json").exists(), list(ckpt.parent.iterdir())
     names = [e["event"] for e in run.events()]
     assert "stop-requested" in names and "requeued" not in names, run.events()
+
+
+def test_nothing_of_the_job_outlives_a_launcher_killed_with_sigkill(testbed, prefix):
+    run = Launch(testbed, prefix, "orphans")
+    run.submit(env="STEP_SLEEP=1 CHILD=1")
+    run.wait_step(2)
+    sleepers = [p for p in job_processes(run.job) if p.endswith(" sleep")]
+    assert len(sleepers) == 8, job_processes(run.job)
+    launchers = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if (cmd[0].endswith(b"primus-launch") and b"task" not in cmd
+                and f"SLURM_JOB_ID={run.job}".encode() in env):
+            launchers.append(int(pid))
+    assert len(launchers) == 1, launchers
+    os.kill(launchers[0], 9)
+    run.wait_ended(timeout=60)  # and no process of the job is left on any node
+
+
+def test_a_cancelled_job_is_never_requeued(testbed, prefix):
+    run = Launch(testbed, prefix, "cancel")
+    run.submit(sbatch="--requeue", env="STEP_SLEEP=1")
+    run.wait_step(2)
+    testbed.cancel(run.job)
+    assert run.wait_ended(timeout=60) == "CANCELLED"
+    time.sleep(2)
+    assert testbed.job(run.job).get("Restarts") == "0", testbed.job(run.job)
+    assert "requeued" not in run.milestones(), run.events()

@@ -5,6 +5,7 @@ same command in the same directory resumes and ends bitwise equal to an uninterr
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -33,6 +34,40 @@ def test_a_stop_signal_only_raises_the_flag_and_a_second_one_does_not_interrupt(
     assert result.stdout.split() == ["1", "False", "76", "True", "alive", "True"]
 
 
+def test_dataloader_workers_ignore_the_stop_signals_and_the_rank_decides():
+    code = ("import os, signal, torch, primus\n"
+            "job = primus.init(torch=False)\n"
+            "class Data(torch.utils.data.Dataset):\n"
+            "    def __len__(self): return 4\n"
+            "    def __getitem__(self, i):\n"
+            "        ignored = all(signal.getsignal(s) == signal.SIG_IGN\n"
+            "                      for s in (signal.SIGTERM, signal.SIGUSR2))\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"  # Slurm signals the workers too
+            "        return torch.tensor([int(ignored)])\n"
+            "loader = torch.utils.data.DataLoader(Data(), num_workers=2,\n"
+            "                                     worker_init_fn=primus.worker_init_fn)\n"
+            "print(sum(int(b) for b in loader), primus.stop_requested())\n")
+    result = run_python(code, {})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["4", "False"], result.stdout + result.stderr
+
+
+def test_primus_ddp_refuses_what_would_rebuild_its_buckets_and_is_the_model_in_a_world_of_one():
+    code = ("import torch, primus\n"
+            "model = torch.nn.Linear(2, 2)\n"
+            "print(primus.ddp(model) is model)\n"
+            "for bad in ({'find_unused_parameters': False}, {'static_graph': True}):\n"
+            "    try:\n"
+            "        primus.ddp(model, **bad)\n"
+            "    except ValueError as e:\n"
+            "        print('refused', str(e).split(' lets ')[0])\n")
+    result = run_python(code, {})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "True", "refused primus.ddp: find_unused_parameters=False",
+        "refused primus.ddp: static_graph=True"], result.stdout
+
+
 def test_a_plain_script_is_a_world_of_one_with_primus_local(tmp_path):
     code = "import primus; job = primus.init(torch=False); print(job.job_dir, job.ckpt_dir, job.resume)"
     env = {k: v for k, v in os.environ.items()
@@ -45,13 +80,14 @@ def test_a_plain_script_is_a_world_of_one_with_primus_local(tmp_path):
                                      str(tmp_path / "primus-local" / "ckpt"), "None"]
 
 
-def launch(workdir, out, stop_at=None):
+def launch(workdir, out, stop_at=None, options=(), nproc=2, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["OUT"] = str(out)
+    env.update({k: str(v) for k, v in extra.items()})
     env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     if stop_at is not None:
         env["STOP_AT"] = str(stop_at)
-    return subprocess.run([LAUNCHER, "--nproc", "2", "--label", "--",
+    return subprocess.run([LAUNCHER, "--nproc", str(nproc), "--label", *options, "--",
                            sys.executable, os.path.join(HERE, "train_tiny.py")],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
 
@@ -85,3 +121,62 @@ def test_a_job_stopped_by_sigterm_resumes_bitwise_equal_under_primus_launch(tmp_
     assert a.keys() == b.keys() and len(a) > 4
     different = [name for name in a if a[name] != b[name]]
     assert not different, f"not bitwise equal after the stop and resume: {different}"
+
+
+def test_a_hung_rank_is_found_through_its_heartbeats_and_named(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.skip(f"{LAUNCHER} is not built")
+    result = launch(tmp_path, tmp_path / "out.json",
+                    options=("--primus-hang-timeout=3", "--primus-heartbeat-interval=1"),
+                    STEP_SLEEP="0.1", HANG_AT="4", HANG_RANK="1")
+    assert result.returncode == 128 + 9, result.stdout + result.stderr
+    assert "primus-launch: rank 1 on " in result.stderr and " hung: killed by signal 9" in \
+        result.stderr, result.stderr
+    assert re.search(r"made no progress for [34] s", result.stderr), result.stderr
+    events = [json.loads(line) for line in
+              (tmp_path / "primus-local" / "events.jsonl").read_text().splitlines()]
+    assert [e["rank"] for e in events if e["event"] == "hang"] == [1], events
+
+
+def test_primus_ddp_resumes_bitwise_equal_at_four_ranks_where_plain_ddp_does_not(tmp_path):
+    """Plain DDP rebuilds its gradient buckets after the first step, so a resumed run's first
+    step reduces in another layout; at 4 ranks the sums round differently. primus.ddp does not."""
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.skip(f"{LAUNCHER} is not built")
+    final = {}
+    for mode in ("plain", "primus"):
+        for run, stop_at in (("whole", None), ("stopped", 7)):
+            where = tmp_path / f"{mode}-{run}"
+            where.mkdir()
+            out = where / "out.json"
+            if stop_at is not None:
+                first = launch(where, out, stop_at=stop_at, nproc=4, DDP=mode)
+                assert first.returncode == 75, first.stdout + first.stderr
+            result = launch(where, out, nproc=4, DDP=mode)
+            assert result.returncode == 0, result.stdout + result.stderr
+            final[mode, run] = json.loads(out.read_text())
+    assert final["primus", "whole"] == final["primus", "stopped"]
+    assert final["plain", "whole"] != final["plain", "stopped"], \
+        "plain DDP resumed bitwise equal: this test no longer shows what primus.ddp is for"
+
+
+def test_an_uncaught_exception_is_reported_with_its_type_message_and_place(tmp_path):
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.skip(f"{LAUNCHER} is not built")
+    script = tmp_path / "boom.py"
+    script.write_text("import primus\n"
+                      "job = primus.init(torch=False)\n"
+                      "def train():\n"
+                      "    if job.rank == 1:\n"
+                      "        raise ValueError('the loss is nan')\n"
+                      "train()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+    result = subprocess.run([LAUNCHER, "--nproc", "2", "--", sys.executable, str(script)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (f"primus-launch: rank 1 raised ValueError: the loss is nan ({script}:5 in train)"
+            in result.stderr), result.stderr
+    assert "rank 1 on " in result.stderr and "failed first: exit status 1" in result.stderr

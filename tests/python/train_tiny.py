@@ -9,9 +9,11 @@ reach the launcher; the launcher forwards it to every rank.
 For the testbed's scenarios: STEP_SLEEP=seconds per step; PROGRESS=FILE: rank 0 writes the
 step it reached there; FAIL_AT=S (with FAIL_RANK, default 1, and FAIL_MARKER=FILE): that rank
 exits 3 at step S once (the marker says it did); HANG_AT=S (with HANG_RANK): that rank stops
-itself with SIGSTOP at step S, once (HANG_MARKER=FILE).
-DDP runs with find_unused_parameters=True, whose gradient buckets keep their layout after a
-restart (plain DDP rebuilds them, and above two ranks the sums then round differently).
+itself with SIGSTOP at step S, once (HANG_MARKER=FILE); CHILD=1: every rank starts a child that
+sleeps ten minutes, as a DataLoader worker that outlives its rank would.
+The model runs under primus.ddp (DDP whose gradient buckets keep their layout after a restart;
+plain DDP rebuilds them, and above two ranks the sums then round differently); DDP=plain: plain
+DistributedDataParallel.
 """
 
 import json
@@ -49,8 +51,10 @@ def main():
     x = torch.tensor(data_rng.standard_normal((SAMPLES, 16)), dtype=torch.float32)
     y = torch.tensor(data_rng.integers(0, 4, SAMPLES), dtype=torch.int64)
     model, optimizer, schedule = model_and_optimizer()
-    ddp = (torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
-           if job.world_size > 1 else model)
+    if os.environ.get("DDP") == "plain" and job.world_size > 1:
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+    else:
+        ddp = primus.ddp(model)
     global_batch = PER_RANK_BATCH * job.world_size
     steps_per_epoch = SAMPLES // global_batch
     total = EPOCHS * steps_per_epoch
@@ -67,6 +71,10 @@ def main():
         print(f"rank {job.rank}: resumed at step {step}", flush=True)
     stop_at = int(os.environ.get("STOP_AT", "-1"))
     step_sleep = float(os.environ.get("STEP_SLEEP", "0"))
+    if os.environ.get("CHILD") == "1":
+        import subprocess
+
+        subprocess.Popen(["sleep", "600"])
     progress = os.environ.get("PROGRESS")
 
     def once(action, at_name, rank_name, marker_name):

@@ -18,6 +18,7 @@
 #include "primus/collectives/error.hpp"
 #include "primus/os/job_secret.hpp"
 #include "slurm_queries.hpp"
+#include "status.hpp"
 
 namespace primus::launch {
 namespace {
@@ -102,6 +103,7 @@ TEST(LaunchControl, TheHungRankIsTheOneWhoseProgressIsOldestOnceItIsPastTheTimeo
 
 TEST(LaunchControl, AStopIsRequeuedForPreemptionOnceAndForTimeLimitsBelowTheCap) {
   StopFacts facts;
+  facts.job_state = "RUNNING";
   facts.max_requeues = 2;
   facts.preempted = true;
   facts.requeues_so_far = 5;  // preemption is not the job's fault: always requeued
@@ -130,11 +132,21 @@ TEST(LaunchControl, AStopIsRequeuedForPreemptionOnceAndForTimeLimitsBelowTheCap)
   EXPECT_FALSE(d.requeue);
   EXPECT_EQ(d.exit_status, 0);
 
-  facts.cancelled = true;
-  facts.preempted = true;
+  // scancel: the ranks, signalled by Slurm, may have saved; the job is COMPLETING, not RUNNING.
+  facts.user_stop = false;
+  facts.requeues_so_far = 0;
+  for (const char* state : {"COMPLETING", "CANCELLED", ""}) {
+    facts.job_state = state;
+    d = decide_stop(facts);
+    EXPECT_EQ(d.reason, StopReason::kCancelled) << state;
+    EXPECT_FALSE(d.requeue) << state;
+    EXPECT_EQ(d.event, "cancelled");
+  }
+  facts.job_state = "TIMEOUT";  // past the limit itself: too late to requeue
   d = decide_stop(facts);
-  EXPECT_EQ(d.reason, StopReason::kCancelled);
+  EXPECT_EQ(d.reason, StopReason::kTimeLimit);
   EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_status, 75);
 }
 
 TEST(LaunchControl, ScontrolRecordsKeepValuesWithSpacesAndTellPreemption) {
@@ -149,6 +161,41 @@ TEST(LaunchControl, ScontrolRecordsKeepValuesWithSpacesAndTellPreemption) {
   EXPECT_TRUE(facts.preempted);
   EXPECT_FALSE(job_facts(parse_scontrol_record("JobState=RUNNING PreemptTime=None")).preempted);
   EXPECT_FALSE(job_facts(parse_scontrol_record("JobState=RUNNING")).preempted);
+}
+
+TEST(LaunchControl, StatusJsonHasEveryRankAndOnlyWhatIsKnown) {
+  JobStatus status;
+  status.time = "T";
+  status.job = "12";
+  status.state = "running";
+  status.attempt = 1;
+  RankStatus a;
+  a.rank = 0;
+  a.node = "n1";
+  a.state = "running";
+  a.steps = 40;
+  a.step_seconds = 0.25;
+  RankStatus b;
+  b.rank = 1;
+  b.node = "n\"2";
+  b.state = "exited";
+  b.ended = "exit status 3";
+  status.ranks = {a, b};
+  EXPECT_EQ(
+      status_json(status),
+      "{\"time\": \"T\", \"job\": \"12\", \"state\": \"running\", \"allocation\": 0, "
+      "\"attempt\": 1, \"checkpoint\": \"\", \"ranks\": [\n"
+      "  {\"rank\": 0, \"node\": \"n1\", \"state\": \"running\", \"steps\": 40, "
+      "\"step_seconds\": 0.25},\n"
+      "  {\"rank\": 1, \"node\": \"n\\\"2\", \"state\": \"exited\", \"ended\": \"exit status 3\"}\n"
+      "]}\n");
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("primus-status-" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_status(file, "{}\n"));
+  EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
+  EXPECT_EQ(std::filesystem::file_size(file), 3U);
+  std::filesystem::remove(file);
+  EXPECT_FALSE(write_status("/proc/no/such/status.json", "{}"));
 }
 
 std::vector<Report> wait_reports(ControlServer& server, std::size_t count) {

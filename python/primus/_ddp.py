@@ -1,0 +1,34 @@
+"""primus.ddp(model): torch's DistributedDataParallel set up so that a resumed run is bitwise equal
+to an uninterrupted one (docs/architecture.md, "The rank-side API").
+
+Plain DDP lays its gradient buckets out in the reverse order of model.parameters(), then, after
+the first iteration, rebuilds them in the order the gradients became ready (torch 1.13's reducer:
+no rebuild only with find_unused_parameters). A run resumed from a checkpoint starts again with
+the first layout, so its first step reduces the gradients in another arrangement than the
+uninterrupted run did at that step; above two ranks the ring's partial sums then round
+differently, and the bits part. With find_unused_parameters=True the reducer never rebuilds: every
+step of every run reduces in the same layout. It costs one traversal of the autograd graph per
+step (measured against plain DDP by tests/bench/bench_launch_slurm.py).
+"""
+
+
+def ddp(model, **kwargs):
+    """`model` wrapped in DistributedDataParallel for exact resumes (see the module's text); the
+    keyword arguments go to DistributedDataParallel. In a world of one (no torch.distributed
+    process group) the model comes back as it is. find_unused_parameters=False and
+    static_graph=True are refused: both let the reducer rebuild its buckets."""
+    import torch
+    import torch.distributed as dist
+
+    from . import _runtime
+
+    for name, bad in (("find_unused_parameters", False), ("static_graph", True)):
+        if name in kwargs and kwargs[name] is bad:
+            raise ValueError(f"primus.ddp: {name}={bad} lets DDP rebuild its gradient buckets "
+                             "after the first step, and a resumed run would not be bitwise "
+                             "equal to an uninterrupted one; leave it out")
+    _runtime.init()
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return model
+    kwargs["find_unused_parameters"] = True
+    return torch.nn.parallel.DistributedDataParallel(model, **kwargs)

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""primus-launch under Slurm and the cost of primus.should_stop(), on the testbed (started with the
+plugin). As the testbed's user, inside one allocation of 4 nodes x 2 tasks:
+  - start: `primus-launch -- /bin/true` against `srun --primus /bin/true` (the limit: the same
+    step without the launcher), ROUNDS rounds interleaved, the order alternating; goal: the
+    medians' ratio <= 1.10;
+  - should_stop(): 8 ranks under primus-launch, median and p99 per call against a gloo all_reduce
+    of one int in the same job; goal: should_stop's median and p99 <= gloo's (1.0 x);
+  - primus.ddp against plain DDP, 8 ranks training the same MLP in the same job (alternating
+    blocks): goal: primus.ddp's throughput >= 0.98 x plain DDP's.
+And on this machine, 2 ranks under primus-launch --nproc 2: should_stop()'s median <= 100 us.
+Prints each figure with its spread and the ratios; exits 1 when a goal is missed or a side
+cannot be measured. Usage: bench_launch_slurm.py BUILD_DIR
+Environment: PRIMUS_BENCH_LAUNCH_ROUNDS (15)."""
+
+import json
+import os
+import pwd
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+PYTHON = "/usr/bin/python3"
+
+
+def testbed_env():
+    out = subprocess.run([str(TOP / "scripts" / "slurm-testbed"), "env"], capture_output=True,
+                         text=True, check=True).stdout
+    env = {}
+    for line in out.splitlines():
+        m = re.match(r"^(?:export\s+)?([A-Z_]+)=(.*)$", line.strip())
+        if m:
+            env[m.group(1)] = m.group(2).strip("'\"")
+    return env
+
+
+def main():
+    build = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    rounds = int(os.environ.get("PRIMUS_BENCH_LAUNCH_ROUNDS", "15"))
+    tb = testbed_env()
+    user = tb.get("PRIMUS_TESTBED_USER", "primus-test")
+    pw = pwd.getpwnam(user) if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+    work = Path(tempfile.mkdtemp(prefix="bench-launch-", dir=Path(tb["PRIMUS_TESTBED_DIR"]) / "work"))
+    missing, failures = [], []
+    try:
+        inst = work / "inst"
+        subprocess.run(["make", "-C", str(build), "-s", "install", f"prefix={inst}"], check=True,
+                       capture_output=True)
+        shutil.copy(TOP / "tests" / "bench" / "should_stop_rank.py", work)
+        shutil.copy(TOP / "tests" / "bench" / "ddp_rank.py", work)
+        for root, dirs, files in os.walk(work):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755)
+                if os.geteuid() == 0:
+                    os.chown(os.path.join(root, name), pw.pw_uid, pw.pw_gid)
+        os.chmod(work, 0o755)
+        if os.geteuid() == 0:
+            os.chown(work, pw.pw_uid, pw.pw_gid)
+        driver = work / "driver.sh"
+        driver.write_text(f"""#!/bin/bash
+. /usr/share/lmod/lmod/init/bash; module use {inst}/share/modulefiles; module load primus
+export OMP_NUM_THREADS=1
+t() {{ local a b; a=$(date +%s.%N); "$@" >/dev/null 2>&1 || {{ echo "FAILED $*"; return 1; }}
+      b=$(date +%s.%N); echo "$1 $(awk -v a=$a -v b=$b 'BEGIN {{ printf "%.4f", b - a }}')"; }}
+for i in 1 2; do t srun --primus /bin/true; t primus-launch --primus-job-dir={work}/j -- /bin/true; done
+for ((i = 0; i < {rounds}; i++)); do
+  if (( i % 2 )); then t srun --primus /bin/true; t primus-launch --primus-job-dir={work}/j -- /bin/true
+  else t primus-launch --primus-job-dir={work}/j -- /bin/true; t srun --primus /bin/true; fi
+done
+primus-launch --primus-job-dir={work}/s -- {PYTHON} {work}/should_stop_rank.py | grep '^{{'
+TORCH_CPP_LOG_LEVEL=ERROR primus-launch --primus-job-dir={work}/d -- {PYTHON} {work}/ddp_rank.py | grep '^{{'
+""")
+        os.chmod(driver, 0o755)
+        base = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", f"HOME={work}",
+                f"SLURM_CONF={tb['SLURM_CONF']}"]
+        as_user = ["runuser", "-u", user, "--"] if os.geteuid() == 0 else []
+        res = subprocess.run([*as_user, *base, "salloc", "-N4", "--ntasks-per-node=2", "--primus",
+                              str(driver)], capture_output=True, text=True, cwd=work, timeout=900)
+        times = {"srun": [], "primus-launch": []}
+        for line in res.stdout.splitlines():
+            m = re.match(r"^(srun|primus-launch) ([0-9.]+)$", line)
+            if m:
+                times[m.group(1)].append(float(m.group(2)))
+            elif line.startswith("FAILED"):
+                missing.append(line)
+        print(f"# under Slurm, one allocation of 4 nodes x 2 tasks, {rounds} interleaved rounds")
+        med = {}
+        for name, values in times.items():
+            values = values[2:]  # the warm-up
+            if len(values) < rounds:
+                missing.append(f"{name}: {len(values)} of {rounds} rounds ({res.stderr[-300:]})")
+                continue
+            med[name] = statistics.median(values)
+            print(f"  {name + ' /bin/true':>24}: median {med[name] * 1e3:7.1f} ms  "
+                  f"(min {min(values) * 1e3:.1f}, max {max(values) * 1e3:.1f})")
+        if len(med) == 2:
+            ratio = med["primus-launch"] / med["srun"]
+            print(f"# primus-launch / srun --primus: {ratio:.2f} (goal <= 1.10)")
+            if ratio > 1.10:
+                failures.append(f"primus-launch takes {ratio:.2f} x srun --primus (goal <= 1.10)")
+        json_lines = [line for line in res.stdout.splitlines() if line.startswith("{")]
+        results = [json.loads(line) for line in json_lines if "ddp" not in line]
+        ddp = [json.loads(line) for line in json_lines if "ddp" in line]
+        if not ddp:
+            missing.append(f"primus.ddp against plain DDP: no result ({res.stderr[-300:]})")
+        else:
+            plain, ours = ddp[0]["ddp"]["plain"], ddp[0]["ddp"]["primus.ddp"]
+            ratio = ddp[0]["paired_ratio"]
+            print(f"# primus.ddp at 8 ranks on 4 nodes: {ours['median_s'] * 1e3:.1f} ms per step "
+                  f"({ours['min_s'] * 1e3:.1f} to {ours['max_s'] * 1e3:.1f}); plain DDP "
+                  f"{plain['median_s'] * 1e3:.1f} ms ({plain['min_s'] * 1e3:.1f} to "
+                  f"{plain['max_s'] * 1e3:.1f}); throughput ratio {ratio:.3f}, the median of paired "
+                  "blocks (goal >= 0.98)")
+            if ratio < 0.98:
+                failures.append(f"primus.ddp's throughput is {ratio:.3f} x plain DDP's "
+                                "(goal >= 0.98)")
+        local = subprocess.run(
+            [str(build / "primus-launch"), "--nproc", "2", f"--primus-job-dir={work}/local", "--",
+             PYTHON, str(work / "should_stop_rank.py")], capture_output=True, text=True,
+            timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+            | {"PYTHONPATH": str(build / "python" / "stage"), "OMP_NUM_THREADS": "1"})
+        results += [json.loads(line) for line in local.stdout.splitlines() if line.startswith("{")]
+        if not any(r["world_size"] == 8 for r in results):
+            missing.append(f"should_stop at 8 ranks: no result ({res.stdout[-300:]} {res.stderr[-300:]})")
+        if not any(r["world_size"] == 2 for r in results):
+            missing.append(f"should_stop at 2 ranks: no result ({local.stderr[-300:]})")
+        for r in results:
+            s, g = r["should_stop"], r["gloo"]
+            where = "on 4 nodes" if r["world_size"] == 8 else "on one machine"
+            print(f"# should_stop() at {r['world_size']} ranks {where}: median {s['median_us']:.0f} us, "
+                  f"p99 {s['p99_us']:.0f} us; gloo all_reduce of one int: median "
+                  f"{g['median_us']:.0f} us, p99 {g['p99_us']:.0f} us; ratio of medians "
+                  f"{s['median_us'] / g['median_us']:.2f}, of p99 {s['p99_us'] / g['p99_us']:.2f}")
+            if r["world_size"] == 8:
+                for q in ("median_us", "p99_us"):
+                    if s[q] > g[q]:
+                        failures.append(f"should_stop {q[:-3]} at 8 ranks is "
+                                        f"{s[q] / g[q]:.2f} x gloo's (goal <= 1.0)")
+            elif s["median_us"] > 100:
+                failures.append(f"should_stop median at 2 ranks is {s['median_us']:.0f} us "
+                                "(goal <= 100 us)")
+    except (subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
+        missing.append(str(e))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for failure in failures:
+        print(f"# GOAL NOT MET: {failure}")
+    for side in missing:
+        print(f"# MISSING: {side}")
+    if failures or missing:
+        return 1
+    print("# all goals met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
