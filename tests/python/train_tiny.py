@@ -29,7 +29,7 @@ import primus
 from primus import checkpoint
 
 SAVE_EVERY = 5
-EPOCHS = 3
+EPOCHS = int(os.environ.get("EPOCHS", "3"))
 SAMPLES = 256
 PER_RANK_BATCH = 8
 SEED = 1234
