@@ -126,6 +126,13 @@ int run_task_wrapper(const std::vector<std::string>& command) {
         "primus-launch task: runs as a task of the srun step that primus-launch starts "
         "(PRIMUS_LAUNCH_LOG_DIR is not set)");
   }
+  if (variable("PRIMUS_ENV_VERSION").empty()) {
+    // Without the plugin every rank would run as a world of one, each training alone.
+    throw Error(
+        "primus-launch task: this task has no rank environment (PRIMUS_ENV_VERSION is not set): "
+        "the Primus SPANK plugin (primus.so) is not in this cluster's plugstack, or the step ran "
+        "with --primus=none; see spank-primus(8)");
+  }
   const std::uint32_t rank = number_variable("RANK", "SLURM_PROCID");
   const std::uint32_t attempt = number_variable("PRIMUS_LAUNCH_RESTARTS", nullptr);
 
