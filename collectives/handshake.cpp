@@ -1,8 +1,9 @@
 #include "handshake.hpp"
 
+// The SHA256_* functions (hmac_sha256 below) are deprecated in OpenSSL 3, not removed.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -40,14 +41,7 @@ std::uint32_t get_u32(const std::uint8_t* in) {
 
 std::array<std::uint8_t, kMacBytes> hmac(const std::string& key,
                                          const std::vector<std::uint8_t>& message) {
-  std::array<std::uint8_t, kMacBytes> out{};
-  unsigned int length = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(),
-           out.data(), &length) == nullptr ||
-      length != out.size()) {
-    throw Error("HMAC-SHA256 failed (OpenSSL)");
-  }
-  return out;
+  return hmac_sha256(key, message.data(), message.size());
 }
 
 std::array<std::uint8_t, kMacBytes> mac(const std::string& key, std::string_view label,
@@ -65,6 +59,41 @@ std::array<std::uint8_t, kMacBytes> mac(const std::string& key, std::string_view
 }
 
 }  // namespace
+
+// HMAC (RFC 2104) over OpenSSL's SHA-256 compression functions. OpenSSL 3's HMAC() fetches its
+// digest from a provider, and the first fetch in a process costs about a millisecond here: every
+// task wrapper and every rank pays it once per start, for the few HMACs of its handshakes. The
+// SHA256_* functions are deprecated in OpenSSL 3 but kept, and compute the same digest directly.
+std::array<std::uint8_t, kMacBytes> hmac_sha256(const std::string& key, const void* data,
+                                                std::size_t size) {
+  constexpr std::size_t kBlock = 64;
+  std::array<std::uint8_t, kBlock> block{};
+  if (key.size() > kBlock) {
+    SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), block.data());
+  } else {
+    std::memcpy(block.data(), key.data(), key.size());
+  }
+  std::array<std::uint8_t, kBlock> pad{};
+  std::array<std::uint8_t, kMacBytes> inner{};
+  std::array<std::uint8_t, kMacBytes> out{};
+  SHA256_CTX ctx;
+  for (std::size_t i = 0; i < kBlock; ++i)
+    pad[i] = block[i] ^ 0x36;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, pad.data(), kBlock) != 1 ||
+      SHA256_Update(&ctx, data, size) != 1 || SHA256_Final(inner.data(), &ctx) != 1) {
+    throw Error("HMAC-SHA256 failed (OpenSSL SHA-256)");
+  }
+  for (std::size_t i = 0; i < kBlock; ++i)
+    pad[i] = block[i] ^ 0x5c;
+  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, pad.data(), kBlock) != 1 ||
+      SHA256_Update(&ctx, inner.data(), inner.size()) != 1 || SHA256_Final(out.data(), &ctx) != 1) {
+    throw Error("HMAC-SHA256 failed (OpenSSL SHA-256)");
+  }
+  OPENSSL_cleanse(block.data(), block.size());
+  OPENSSL_cleanse(pad.data(), pad.size());
+  OPENSSL_cleanse(&ctx, sizeof ctx);
+  return out;
+}
 
 Nonce fresh_nonce() {
   Nonce nonce{};

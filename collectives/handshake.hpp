@@ -35,6 +35,10 @@ constexpr std::size_t kProofBytes = kMacBytes;
 constexpr std::uint8_t kAccepted = 1;
 constexpr std::uint8_t kRefused = 0;
 
+// HMAC-SHA256 of `size` bytes at `data` under `key` (RFC 2104, RFC 4231).
+std::array<std::uint8_t, kMacBytes> hmac_sha256(const std::string& key, const void* data,
+                                                std::size_t size);
+
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
 using Hello = std::array<std::uint8_t, kHelloBytes>;
 using Challenge = std::array<std::uint8_t, kChallengeBytes>;

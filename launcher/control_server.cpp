@@ -56,13 +56,14 @@ ControlServer::ControlServer(const std::string& bind_host, std::uint16_t port,
       world_size_(world_size),
       log_(std::move(log)) {
   address_ = bind_host + ":" + std::to_string(listener_->port());
-  key_ = coll::control_session_key(secret, address_);
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
   arrived_ = make_eventfd();
   stop_ = make_eventfd();
   add_to_epoll(epoll_.get(), arrived_.get());
-  thread_ = std::thread([this] { accept_loop(); });
+  // The session key is derived in the thread: the first HMAC initialises OpenSSL (about a
+  // millisecond), which need not delay the start of the ranks.
+  thread_ = std::thread([this, secret] { accept_loop(secret); });
 }
 
 ControlServer::~ControlServer() {
@@ -70,10 +71,11 @@ ControlServer::~ControlServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ControlServer::accept_loop() {
+void ControlServer::accept_loop(const std::string& secret) {
   const std::uint32_t world = world_size_;
   coll::net::Acceptor acceptor(
-      *listener_, coll::handshake::Purpose::kControl, coll::kControlLauncherRank, key_,
+      *listener_, coll::handshake::Purpose::kControl, coll::kControlLauncherRank,
+      coll::control_session_key(secret, address_),
       [world](std::uint32_t rank) { return (rank & ~coll::kControlWrapperBit) < world; }, log_,
       std::chrono::seconds(10));
   acceptor.allow_reconnects();

@@ -45,13 +45,12 @@ class ControlServer {
 
  private:
   struct Connection;
-  void accept_loop();
+  void accept_loop(const std::string& secret);
   void adopt_new_connections();
   void read_connection(Connection& connection, std::vector<Report>& out);
 
   std::unique_ptr<coll::net::Listener> listener_;
   std::string address_;
-  std::string key_;
   std::uint32_t world_size_;
   std::function<void(const std::string&)> log_;
   os::UniqueFd epoll_;

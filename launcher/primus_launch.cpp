@@ -34,10 +34,11 @@
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 #include "reaper.hpp"
+#include "resume.hpp"
 #include "slurm_attempt.hpp"
 #include "slurm_queries.hpp"
 #include "status.hpp"
-#include "task_wrapper.hpp"
+#include "step_layout.hpp"
 
 #include <slurm/slurm.h>
 
@@ -302,6 +303,27 @@ void print_root_cause(const RankEnd& cause, const std::string& node,
     std::cerr << "  | " << line << "\n";
 }
 
+// PRIMUS_RESUME for the next attempt: the newest committed checkpoint under `root` that
+// verifies, else the one the user gave, else none (rule 4 of "Preemption and requeue"). Newer
+// checkpoints that fail the verification are named; a "resuming" event records the choice.
+std::optional<std::string> resolve_resume(const std::filesystem::path& root,
+                                          const std::optional<std::string>& given, EventLog& events,
+                                          const std::string& node) {
+  const NewestCheckpoint newest = find_newest_checkpoint(root, std::chrono::minutes(10));
+  for (const std::string& why : newest.skipped)
+    std::cerr << "primus-launch: not resuming from " << why << "\n";
+  std::optional<std::string> point = resume_point(newest, given);
+  if (point) {
+    events.write({"resuming",
+                  std::nullopt,
+                  node,
+                  {{"checkpoint", *point},
+                   {"step", newest.step ? std::to_string(*newest.step) : ""},
+                   {"source", newest.path ? "the newest valid checkpoint" : "PRIMUS_RESUME"}}});
+  }
+  return point;
+}
+
 std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options) {
   const std::string hang = options.value_or("primus-hang-timeout", "off");
   if (hang == "off" || hang == "0") return std::nullopt;
@@ -337,6 +359,23 @@ std::string self_executable() {
   return path.string();
 }
 
+// primus-task, what every task of the step runs: beside primus-launch in the build tree, else in
+// the libexec directory beside the bin directory it is installed in (an install moved whole, or
+// `make install prefix=...`, keeps working), else where configure put it.
+std::string task_executable() {
+  const std::filesystem::path self = self_executable();
+  const std::filesystem::path candidates[] = {
+      self.parent_path() / "primus-task",
+      self.parent_path().parent_path() / "libexec" / "primus" / "primus-task",
+      std::filesystem::path(PRIMUS_PKGLIBEXECDIR) / "primus-task"};
+  for (const auto& path : candidates) {
+    if (::access(path.c_str(), X_OK) == 0) return path.lexically_normal().string();
+  }
+  throw Error("cannot find primus-task, which every task of the step runs (looked in " +
+              candidates[0].parent_path().string() + ", " + candidates[1].parent_path().string() +
+              " and " + candidates[2].parent_path().string() + "); reinstall Primus");
+}
+
 // `exec primus-launch` matters for --signal=B:...: Slurm signals the batch shell, which does not
 // pass the signal on to a child.
 void warn_without_exec() {
@@ -367,8 +406,14 @@ void warn_without_exec() {
   }
 }
 
-int slurm_launch(const Settings& s, const Environment& env, const ResolvedCommand& command) {
-  const std::string job = *lookup(env, "SLURM_JOB_ID");
+int slurm_launch(const Settings& s, const Environment& given_env, const ResolvedCommand& command) {
+  const std::string job = *lookup(given_env, "SLURM_JOB_ID");
+  // Run as a task of a step (srun --overlap -N1 -n1 primus-launch), the launcher starts the
+  // ranks with the job's layout, not that step's one task.
+  const Environment env =
+      inside_a_step(given_env)
+          ? job_layout_environment(given_env, query_job(job).value_or(JobFacts{}))
+          : given_env;
   const std::string job_id = primus_job_id(env);
   const std::string submit_dir =
       lookup(env, "SLURM_SUBMIT_DIR").value_or(std::filesystem::current_path().string());
@@ -433,15 +478,16 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
                  {"mode", "slurm"},
                  {"control", control.address()}}});
 
-  const std::string self = self_executable();
+  const std::string task = task_executable();
+  const std::filesystem::path ckpt_root = resolve_ckpt_dir(options, submit_dir, job_path.string());
+  const std::optional<std::string> given_resume = lookup(env, "PRIMUS_RESUME");
   for (std::uint32_t attempt = 0;; ++attempt) {
     events.set_attempt(attempt);
     SlurmAttemptSetup setup;
     setup.srun = srun.path;
     setup.argv = {"--export=ALL", "--kill-on-bad-exit=0"};
     if (s.label) setup.argv.emplace_back("--label");
-    setup.argv.push_back(self);
-    setup.argv.emplace_back("task");
+    setup.argv.push_back(task);
     setup.argv.emplace_back("--");
     setup.argv.push_back(command.path);
     setup.argv.insert(setup.argv.end(), s.command.begin() + 1, s.command.end());
@@ -456,6 +502,11 @@ int slurm_launch(const Settings& s, const Environment& env, const ResolvedComman
     step_env["PRIMUS_CONTROL"] = control.address();
     step_env["PRIMUS_LAUNCH_RESTARTS"] = std::to_string(attempt);
     step_env["PRIMUS_LAUNCH_LOG_DIR"] = log_dir.string();
+    if (const auto resume = resolve_resume(ckpt_root, given_resume, events, node)) {
+      step_env["PRIMUS_RESUME"] = *resume;
+    } else {
+      step_env.erase("PRIMUS_RESUME");
+    }
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(22, 5, 0) && \
     SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(23, 2, 0)
     // Slurm 22.05's PMIx direct connections race at step start (docs/collectives.md).
@@ -659,9 +710,13 @@ int launch(const std::vector<std::string>& args) {
        std::nullopt,
        node,
        {{"nproc", std::to_string(s.nproc)}, {"command", command_text}, {"mode", "one machine"}}});
+  const std::filesystem::path ckpt_root =
+      resolve_ckpt_dir(options, job.submit_dir, job_path.string());
+  const std::optional<std::string> given_resume = lookup(env, "PRIMUS_RESUME");
   for (std::uint32_t attempt = 0;; ++attempt) {
     events.set_attempt(attempt);
     job.restart_count = attempt;
+    const std::optional<std::string> resume = resolve_resume(ckpt_root, given_resume, events, node);
     AttemptSetup setup;
     setup.executable = command.path;
     setup.argv = s.command;
@@ -676,6 +731,11 @@ int launch(const std::vector<std::string>& args) {
         rank_env[name] = value;
       rank_env["PRIMUS_LAUNCH_RESTARTS"] = std::to_string(attempt);
       rank_env["PRIMUS_CONTROL"] = control.address();
+      if (resume) {
+        rank_env["PRIMUS_RESUME"] = *resume;
+      } else {
+        rank_env.erase("PRIMUS_RESUME");
+      }
       std::vector<std::string> list;
       list.reserve(rank_env.size());
       for (const auto& [name, value] : rank_env) {
@@ -735,16 +795,6 @@ int main(int argc, char** argv) {
   using namespace primus::launch;
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (!args.empty() && args.front() == "task") {
-      std::vector<std::string> command(args.begin() + 1, args.end());
-      if (command.empty() || command.front() != "--") {
-        throw primus::cli::UsageError(
-            "task: expected -- COMMAND [ARGS...] (what primus-launch's srun "
-            "step runs in every task)");
-      }
-      command.erase(command.begin());
-      return run_task_wrapper(command);
-    }
     if (!args.empty() && args.front() == "status") {
       return status_command(std::vector<std::string>(args.begin() + 1, args.end()));
     }

@@ -56,6 +56,8 @@ JobFacts job_facts(const std::map<std::string, std::string>& record) {
     facts.preempt_time = it->second;
     facts.preempted = !it->second.empty() && it->second != "None" && it->second != "Unknown";
   }
+  if (const auto it = record.find("NumNodes"); it != record.end()) facts.num_nodes = it->second;
+  if (const auto it = record.find("NumTasks"); it != record.end()) facts.num_tasks = it->second;
   return facts;
 }
 

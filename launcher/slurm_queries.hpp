@@ -18,6 +18,8 @@ struct JobFacts {
   std::string state;       // JobState: RUNNING, CANCELLED, TIMEOUT, ...
   bool preempted = false;  // PreemptTime is set: the job is in its preemption grace time
   std::string preempt_time;
+  std::string num_nodes;  // NumNodes and NumTasks: the job's layout, as sbatch or salloc got it
+  std::string num_tasks;
 };
 // From a parsed record (pure).
 JobFacts job_facts(const std::map<std::string, std::string>& record);

@@ -110,8 +110,8 @@ os::UniqueFd connect_to_launcher(std::uint32_t rank, std::uint32_t attempt) {
     write_all(fd.get(), hello.data(), hello.size());
     return fd;
   } catch (const std::exception& e) {
-    std::cerr << "primus-launch task: rank " << rank << " cannot report to primus-launch ("
-              << e.what() << "); it is supervised by its exit status only\n";
+    std::cerr << "primus-task: rank " << rank << " cannot report to primus-launch (" << e.what()
+              << "); it is supervised by its exit status only\n";
     return {};
   }
 }
@@ -119,17 +119,17 @@ os::UniqueFd connect_to_launcher(std::uint32_t rank, std::uint32_t attempt) {
 }  // namespace
 
 int run_task_wrapper(const std::vector<std::string>& command) {
-  if (command.empty()) throw Error("primus-launch task: no command after --");
+  if (command.empty()) throw Error("primus-task: no command after --");
   const std::string log_dir = variable("PRIMUS_LAUNCH_LOG_DIR");
   if (log_dir.empty()) {
     throw Error(
-        "primus-launch task: runs as a task of the srun step that primus-launch starts "
+        "primus-task: runs as a task of the srun step that primus-launch starts "
         "(PRIMUS_LAUNCH_LOG_DIR is not set)");
   }
   if (variable("PRIMUS_ENV_VERSION").empty()) {
     // Without the plugin every rank would run as a world of one, each training alone.
     throw Error(
-        "primus-launch task: this task has no rank environment (PRIMUS_ENV_VERSION is not set): "
+        "primus-task: this task has no rank environment (PRIMUS_ENV_VERSION is not set): "
         "the Primus SPANK plugin (primus.so) is not in this cluster's plugstack, or the step ran "
         "with --primus=none; see spank-primus(8)");
   }
@@ -147,8 +147,6 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   const os::UniqueFd signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
 
-  os::UniqueFd control = connect_to_launcher(rank, attempt);
-
   RankSpawn spawn;
   spawn.number = rank;
   const ResolvedCommand resolved = resolve_command(command.front(), std::getenv("PATH"));
@@ -162,6 +160,9 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   spawn.log = std::filesystem::path(log_dir) / rank_log_name(rank);
   spawn.own_group = false;
   RankProcess process = spawn_rank(spawn);
+  // After the rank has started, so that its start does not wait for the handshake; what it
+  // writes meanwhile waits in its pipe.
+  os::UniqueFd control = connect_to_launcher(rank, attempt);
 
   int wait_status = 0;
   while (process.running) {
@@ -171,6 +172,12 @@ int run_task_wrapper(const std::vector<std::string>& command) {
     if (count == 2 && fds[1].revents != 0) pump_output(process, false);
     signalfd_siginfo info{};
     while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      // slurmstepd, the parent, signals every process of the step, the rank included. A stop
+      // signal from anyone else (kill of this task's pid) was meant for the rank: pass it on.
+      if (sig != SIGCHLD && static_cast<pid_t>(info.ssi_pid) != ::getppid()) {
+        ::kill(process.pid, sig);
+      }
     }
     for (int status = 0;;) {
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -193,13 +200,12 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   }
   if (control) {
     const std::string line = wrapper_exit_line(wait_status);
+    // The kernel delivers it after this process is gone (the launcher sends nothing on this
+    // connection, so the close is an orderly one); the launcher waits a few seconds after srun
+    // ends for reports still on their way. Not waiting here for the launcher to read it saves
+    // every task a round trip through the launcher's loop at the end of each step.
     write_all(control.get(), line.data(), line.size());
     ::shutdown(control.get(), SHUT_WR);
-    // Wait (briefly) until the launcher has read it and closed its end.
-    pollfd fd{control.get(), POLLIN, 0};
-    char byte = 0;
-    if (::poll(&fd, 1, 5000) > 0) [[maybe_unused]]
-      const ssize_t n = ::read(control.get(), &byte, 1);
   }
   end_like(wait_status);
 }

@@ -19,6 +19,7 @@ struct Command {
 };
 
 Command list_command();
+Command latest_command();
 Command inspect_command();
 Command verify_command();
 Command prune_command();

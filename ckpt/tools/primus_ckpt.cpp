@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "Looks after the checkpoints of libprimus-ckpt under DIR, the directory that holds the\n"
     "step-NNNNNNNNNNNN directories and LATEST.\n"
     "  list DIR                           the checkpoints, newest first, quickly verified\n"
+    "  latest DIR [--full]                the newest one that verifies (what a job resumes from)\n"
     "  inspect DIR [--step N]             tensors and per-rank state of the newest valid one\n"
     "  verify DIR [--step N] [--quick]    every problem of every checkpoint (CRC32C of all data)\n"
     "  prune DIR --keep N [--every K] [--dry-run]\n"
@@ -30,12 +31,13 @@ constexpr const char* kUsage =
     "other failures.\n";
 
 std::vector<Command> all_commands() {
-  return {list_command(), inspect_command(), verify_command(), prune_command(), diff_command()};
+  return {list_command(),   latest_command(), inspect_command(),
+          verify_command(), prune_command(),  diff_command()};
 }
 
 int run(int argc, char** argv) {
   if (argc < 2)
-    throw UsageError("missing COMMAND: list, inspect, verify, prune or diff (see --help)");
+    throw UsageError("missing COMMAND: list, latest, inspect, verify, prune or diff (see --help)");
   const std::string first = argv[1];
   if (first == "--help" || first == "-h") {
     std::cout << kUsage;
@@ -70,7 +72,7 @@ int run(int argc, char** argv) {
   }
   if (first.rfind('-', 0) == 0) throw UsageError("unknown option '" + first + "' (see --help)");
   throw UsageError("unknown command '" + first +
-                   "': expected list, inspect, verify, prune or diff (see --help)");
+                   "': expected list, latest, inspect, verify, prune or diff (see --help)");
 }
 
 }  // namespace

@@ -67,18 +67,59 @@ def _install_handlers():
         signal.signal(signum, _raise_flag)
 
 
-def _resolve_resume(ckpt_dir):
-    explicit = os.environ.get("PRIMUS_RESUME")
-    if explicit:
-        return explicit
-    if not ckpt_dir or not os.path.isdir(ckpt_dir):
-        return None
-    from . import checkpoint
+def _newest_or_given(ckpt_dir):
+    """The newest committed checkpoint under ckpt_dir that verifies (quickly), else the
+    PRIMUS_RESUME the user gave (a start from another run's checkpoint), else None."""
+    if ckpt_dir and os.path.isdir(ckpt_dir):
+        from . import _ckpt
 
-    step = checkpoint.latest_step(ckpt_dir)
-    if step is None:
-        return None
-    return os.path.join(ckpt_dir, f"step-{step:012d}")
+        checkpoint, skipped = _ckpt.load_latest(ckpt_dir, False)
+        for reason in skipped:
+            print(f"primus: not resuming from {reason}", file=sys.stderr)
+        if checkpoint is not None:
+            path = checkpoint.dir
+            checkpoint.close()
+            return path
+    return os.environ.get("PRIMUS_RESUME") or None
+
+
+def _share_from_rank0(rank, compute):
+    """compute() on rank 0, its text (or None, or its exception's message) on every rank."""
+    import numpy as np
+
+    kind, text = 0, b""
+    if rank == 0:
+        try:
+            value = compute()
+            if value is not None:
+                kind, text = 1, value.encode()
+        except Exception as error:  # noqa: BLE001 (every rank raises it below)
+            kind, text = 2, f"{type(error).__name__}: {error}".encode()
+    comm = _communicator()
+    header = np.array([kind, len(text)], dtype=np.int64)
+    comm.broadcast(header)
+    body = np.frombuffer(text, dtype=np.uint8).copy() if rank == 0 else \
+        np.empty(int(header[1]), dtype=np.uint8)
+    if header[1]:
+        comm.broadcast(body)
+    value = body.tobytes().decode()
+    if header[0] == 2:
+        raise RuntimeError(f"primus.init(): rank 0 could not tell which checkpoint to resume "
+                           f"from: {value}")
+    return value if header[0] == 1 else None
+
+
+def _resolve_resume(ckpt_dir, rank, world_size):
+    """Where every rank resumes from (rule 4 of "Preemption and requeue"): the same checkpoint
+    on every rank. Under primus-launch (PRIMUS_CONTROL set) the launcher resolved it before the
+    attempt: PRIMUS_RESUME, or nothing when it is unset. Otherwise rank 0 resolves it and the
+    others take its answer through primus.comm (with the plugin's environment; without it each
+    rank resolves alone)."""
+    if os.environ.get("PRIMUS_CONTROL"):
+        return os.environ.get("PRIMUS_RESUME") or None
+    if world_size == 1 or "PRIMUS_ENV_VERSION" not in os.environ:
+        return _newest_or_given(ckpt_dir)
+    return _share_from_rank0(rank, lambda: _newest_or_given(ckpt_dir))
 
 
 def _init_torch(job):
@@ -112,8 +153,10 @@ def _destroy_process_group():
 
 def init(torch=True):
     """Reads the rank environment of the Primus plugin or primus-launch and returns the Job;
-    idempotent. Installs the stop-signal handlers, resolves where to resume from (PRIMUS_RESUME,
-    else the newest committed checkpoint under PRIMUS_CKPT_DIR), and, with torch=True and torch
+    idempotent. Installs the stop-signal handlers, resolves where to resume from (job.resume, the
+    same on every rank: PRIMUS_RESUME as primus-launch resolved it, or, under a plain srun, the
+    newest committed checkpoint under PRIMUS_CKPT_DIR that verifies as rank 0 finds it, else a
+    PRIMUS_RESUME the user gave), and, with torch=True and torch
     importable, initialises torch.distributed (gloo, or nccl with CUDA) for a world above one.
     In a plain `python script.py` it is a world of one, with ./primus-local as the job
     directory."""
@@ -132,7 +175,11 @@ def init(torch=True):
         job = Job(rank, world_size, _env._int_variable("LOCAL_RANK", 0),
                   _env._int_variable("PRIMUS_RESTART_COUNT",
                                      _env._int_variable("TORCHELASTIC_RESTART_COUNT", 0)),
-                  job_dir, ckpt_dir, _resolve_resume(ckpt_dir))
+                  job_dir, ckpt_dir, _resolve_resume(ckpt_dir, rank, world_size))
+        if job.resume:
+            os.environ["PRIMUS_RESUME"] = job.resume
+        else:
+            os.environ.pop("PRIMUS_RESUME", None)
         _install_handlers()
         _control.connect(rank, _env.job_secret(), lambda: _stop_signal)
         if torch:

@@ -17,6 +17,7 @@ after primus.init()).
 
 import concurrent.futures
 import json
+import os
 import threading
 import warnings
 
@@ -35,6 +36,7 @@ _TREE = "primus.tree"
 _META = "primus.meta"
 
 _in_flight = None  # at most one PendingSave per process
+_saved = False  # whether this process has saved (load() then loads the newest, not the start)
 _lock = threading.Lock()
 # Host copies of the last asynchronous save, reused by the next one: memory holds at most one
 # copy of the state. release_staging() frees it.
@@ -135,7 +137,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     compress: 0 (off, the default) or ISA-L igzip's level 1 to 3, stored as HDF5's standard
     deflate (h5py and h5dump read it). chunk_bytes: the target size of one HDF5 chunk.
     Returns the committed directory (blocking) or the PendingSave."""
-    global _in_flight
+    global _in_flight, _saved
+    _saved = True
     if _in_flight is not None:
         _in_flight.wait()
     root = _env.checkpoint_dir(dir)
@@ -236,15 +239,29 @@ class Restored:
 def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
          restore_rng=False):
     """The newest committed checkpoint under `dir` (default PRIMUS_CKPT_DIR) that verifies, or
-    the given step; None when there is none. A torn or corrupt newer one is skipped with a
+    the given step; None when there is none. With neither `dir` nor `step`, until this process
+    first saves, it is the job's resume point instead: the one checkpoint every rank agreed on at
+    primus.init() (PRIMUS_RESUME; None when there was none), loaded strictly (an error rather
+    than another checkpoint, so that no rank starts from a different step). A torn or corrupt newer one is skipped with a
     warning naming what failed. Loads into any world size: replicated tensors whole, Shard
     tensors as this rank's rows, PerRank tensors as this rank saved them."""
-    root = _env.checkpoint_dir(dir)
     rank, world_size = _env.rank_and_world(rank, world_size)
-    if step is None:
-        checkpoint, skipped = _ckpt.load_latest(root, full_verify)
-    else:
+    if dir is None and step is None and _resume_applies():
+        resume = _resume_point()
+        if resume is None:
+            return None  # every rank agreed at init() that there is nothing to resume from
+        root, step = _split_step_dir(resume)
         checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
+        if checkpoint is None:
+            # Every rank resumes from this one, or none does: no fallback of its own.
+            raise CorruptCheckpoint(f"PRIMUS_RESUME={resume}: cannot load it ("
+                                    f"{'; '.join(skipped) or 'no reason given'})")
+    else:
+        root = _env.checkpoint_dir(dir)
+        if step is None:
+            checkpoint, skipped = _ckpt.load_latest(root, full_verify)
+        else:
+            checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
     for reason in skipped:
         warnings.warn(f"primus.checkpoint: skipped {reason}", RuntimeWarning, stacklevel=2)
     if checkpoint is None:
@@ -299,6 +316,36 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
     if restore_rng:
         restored.restore_rng()
     return restored
+
+
+def _resume_applies():
+    """Whether load() with no arguments loads the resume point: until this process saves, the
+    start of the job is what it loads (after init(): the point every rank agreed on; without
+    init(): PRIMUS_RESUME when set); after a save, the newest checkpoint."""
+    from . import _runtime
+
+    if _saved:
+        return False
+    return _runtime.initialized() or bool(os.environ.get("PRIMUS_RESUME"))
+
+
+def _resume_point():
+    from . import _runtime
+
+    if _runtime.initialized():
+        return _runtime.init(torch=False).resume
+    return os.environ.get("PRIMUS_RESUME") or None
+
+
+def _split_step_dir(path):
+    """(root, step) of a checkpoint directory .../step-NNNNNNNNNNNN."""
+    path = os.path.normpath(os.fspath(path))
+    name = os.path.basename(path)
+    digits = name[len("step-"):]
+    if not name.startswith("step-") or not digits.isdigit():
+        raise ValueError(f"PRIMUS_RESUME: expected a checkpoint directory named step-N (as "
+                         f"primus-ckpt latest prints), got {path!r}")
+    return os.path.dirname(path) or ".", int(digits)
 
 
 def latest_step(dir=None):

@@ -98,7 +98,8 @@ class Launch:
         return path.read_text() if path.exists() else ""
 
     def events(self):
-        path = self.dir / f"primus-{self.job}" / "events.jsonl"
+        # PRIMUS_JOB_ID: <array job>_<task> in an array.
+        path = self.dir / f"primus-{getattr(self, 'primus_id', self.job)}" / "events.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()]
 
     def milestones(self):
@@ -150,7 +151,10 @@ def test_a_rank_that_fails_once_restarts_in_the_allocation_and_ends_bitwise_equa
     assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
     assert run.exit_code() == "0:0"
     assert run.final() == reference.final()
-    assert run.milestones() == ["launched", "rank-failed", "restarted", "finished"], run.events()
+    assert run.milestones() == ["launched", "rank-failed", "restarted", "resuming", "finished"], \
+        run.events()
+    resuming = [e for e in run.events() if e["event"] == "resuming"][0]
+    assert (resuming["attempt"], resuming["details"]["step"]) == (1, "5"), resuming
     failed = [e for e in run.events() if e["event"] == "rank-failed"][0]
     assert failed["rank"] == 3 and failed["node"] == "n2", failed
     out = run.output()
@@ -216,6 +220,14 @@ def test_a_preempted_job_saves_is_requeued_once_and_ends_bitwise_equal(
     out = run.output()
     assert re.search(r"rank 0: stopped at step \d+", out), out[-4000:]
     assert re.search(r"rank 0: resumed at step \d+", out), out[-4000:]
+    # Every rank of the new allocation starts from the checkpoint of the stop step, which the
+    # launcher resolved before starting them.
+    stopped_at = re.search(r"rank 0: stopped at step (\d+)", out).group(1)
+    resuming = [e for e in run.events() if e["event"] == "resuming"]
+    assert [(e["allocation"], e["details"]["step"]) for e in resuming] == [(1, stopped_at)], \
+        run.events()
+    for rank in range(8):
+        assert f"rank {rank}: resumed at step {stopped_at}" in out, out[-4000:]
     stops = [e for e in run.events() if e["event"] == "stop-requested"]
     assert len(stops) == 1, run.events()
     expected = {"": "SIGTERM to the ranks", "--signal=USR2@5": "SIGUSR2 to the ranks",
@@ -244,6 +256,55 @@ def test_a_warning_signal_to_the_batch_shell_is_forwarded_and_the_job_requeued(
                                              "forwarded": "SIGUSR2"}, run.events()
     names = run.milestones()
     assert "time-limit" in names and names.count("requeued") == 1, run.events()
+
+
+def test_an_array_task_is_requeued_as_itself_and_ends_bitwise_equal(testbed, prefix, reference):
+    """In an array the launcher requeues <array job>_<task>: `scontrol requeue` of the array
+    job's id would requeue every task of the array. The time-limit rule, as with B: above."""
+    run = Launch(testbed, prefix, "array")
+    run.submit(sbatch="--requeue --array=3", env="STEP_SLEEP=1")
+    run.primus_id = f"{run.job}_3"
+    task = run.primus_id
+    run.wait_step(3)
+    testbed.root_cmd(["scancel", "--batch", "--signal=USR2", task])
+    testbed.wait_for(lambda: testbed.job(task).get("Restarts") == "1"
+                     and testbed.job(task).get("JobState") == "PENDING", 120,
+                     lambda: f"array task {task} to be requeued: {testbed.job(task)}")
+    assert testbed.job(task).get("ArrayTaskId") == "3", testbed.job(task)
+    start_again(testbed, run)
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.final() == reference.final()
+    assert [e["details"]["job"] for e in run.events() if e["event"] == "requeued"] == [task], \
+        run.events()
+    assert run.events()[-1]["event"] == "finished" and run.events()[-1]["allocation"] == 1
+
+
+def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overlapping_step(
+        testbed, prefix):
+    """primus-launch in the salloc shell, and as the one task of `srun --overlap -N1 -n1` (so that
+    it runs on a node of the allocation): both start the job's 3 ranks on its 2 nodes. The step's
+    own variables say one task; left to srun, the ranks' step was one task (seen here)."""
+    work = testbed.workdir / "salloc"
+    work.mkdir()
+    script = work / "run.sh"
+    rank = "echo rank=$RANK world=$WORLD_SIZE node=$SLURMD_NODENAME"
+    script.write_text(
+        "#!/bin/bash\n"
+        f". {INIT}; module use {prefix}/share/modulefiles; module load primus\n"
+        f"primus-launch --primus-job-dir={work}/shell -- bash -c '{rank} shell'\n"
+        "echo shell-exit=$?\n"
+        f"srun --overlap -N1 -n1 primus-launch --primus-job-dir={work}/step -- bash -c '{rank} step'\n"
+        "echo step-exit=$?\n")
+    os.chmod(script, 0o755)
+    if testbed.as_root:
+        for path in (work, script):
+            os.chown(path, testbed.uid, testbed.gid)
+    out = testbed.user_cmd(["salloc", "-N2", "-n3", "--primus", str(script)], timeout=120,
+                           cwd=work).stdout
+    for where in ("shell", "step"):
+        assert f"{where}-exit=0" in out, out
+        got = sorted(re.findall(rf"rank=(\d) world=(\d) node=(n\d) {where}", out))
+        assert got == [("0", "3", "n1"), ("1", "3", "n1"), ("2", "3", "n2")], out
 
 
 def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
@@ -283,7 +344,7 @@ def test_nothing_of_the_job_outlives_a_launcher_killed_with_sigkill(testbed, pre
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        if (cmd[0].endswith(b"primus-launch") and b"task" not in cmd
+        if (cmd[0].endswith(b"primus-launch")
                 and f"SLURM_JOB_ID={run.job}".encode() in env):
             launchers.append(int(pid))
     assert len(launchers) == 1, launchers

@@ -6,6 +6,8 @@ same command in the same directory resumes and ends bitwise equal to an uninterr
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 
@@ -111,16 +113,127 @@ def test_a_job_stopped_by_sigterm_resumes_bitwise_equal_under_primus_launch(tmp_
     events = (stopped / "primus-local" / "events.jsonl").read_text()
     assert '"event": "stop-requested"' in events
 
+    # A copy whose newest checkpoint is torn (a rank file cut short): the launcher resolves the
+    # resume point before starting the ranks, names what it skipped, and every rank resumes
+    # from step 10.
+    torn = tmp_path / "torn"
+    shutil.copytree(stopped, torn, symlinks=True)
+    rank_file = torn / "primus-local" / "ckpt" / "step-000000000013" / "rank-00001.h5"
+    with open(rank_file, "r+b") as f:
+        f.truncate(100)
+
     # The same command in the same directory resumes there.
     resumed = launch(stopped, stopped / "out.json")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "rank 0: resumed at step 13" in resumed.stdout, resumed.stdout
+    assert "0: rank 0: resumed at step 13" in resumed.stdout, resumed.stdout
+    assert "1: rank 1: resumed at step 13" in resumed.stdout, resumed.stdout
     assert (stopped / "primus-local" / "logs" / "alloc-1").is_dir()
+    events = [json.loads(line) for line in
+              (stopped / "primus-local" / "events.jsonl").read_text().splitlines()]
+    resuming = [e for e in events if e["event"] == "resuming"]
+    assert [(e["allocation"], e["details"]["step"]) for e in resuming] == [(1, "13")], events
+    assert resuming[0]["details"]["checkpoint"].endswith("/ckpt/step-000000000013")
+
+    past_torn = launch(torn, torn / "out.json")
+    assert past_torn.returncode == 0, past_torn.stdout + past_torn.stderr
+    assert re.search(r"primus-launch: not resuming from \S*/step-000000000013/rank-00001\.h5",
+                     past_torn.stderr), past_torn.stderr
+    assert "0: rank 0: resumed at step 10" in past_torn.stdout, past_torn.stdout
+    assert "1: rank 1: resumed at step 10" in past_torn.stdout, past_torn.stdout
+
     a = json.loads((whole / "out.json").read_text())
-    b = json.loads((stopped / "out.json").read_text())
-    assert a.keys() == b.keys() and len(a) > 4
-    different = [name for name in a if a[name] != b[name]]
-    assert not different, f"not bitwise equal after the stop and resume: {different}"
+    assert len(a) > 4
+    for run in (stopped, torn):
+        b = json.loads((run / "out.json").read_text())
+        assert a.keys() == b.keys()
+        different = [name for name in a if a[name] != b[name]]
+        assert not different, f"{run.name}: not bitwise equal after the stop and resume: {different}"
+
+
+def make_checkpoint(ckpt_dir, step):
+    """A committed checkpoint of one tensor, saved by a world of one."""
+    code = ("import sys, numpy as np\n"
+            "from primus import checkpoint\n"
+            "checkpoint.save({'w': np.arange(4.0) + int(sys.argv[1])}, int(sys.argv[1]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIMUS_", "RANK", "WORLD"))}
+    env["PRIMUS_CKPT_DIR"] = str(ckpt_dir)
+    result = subprocess.run([sys.executable, "-c", code, str(step)], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+
+
+def plain_ranks(size, script, rank_env):
+    """Ranks started by hand with the plugin's variables (as under a plain srun --primus)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(size):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PRIMUS_", "SLURM_", "RANK", "WORLD"))}
+        env.update(RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
+                   PRIMUS_PORT=str(port), PRIMUS_JOB_SECRET="5e" * 32, PRIMUS_BOOTSTRAP="tcp",
+                   PRIMUS_ENV_VERSION="1")
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+        env.update(rank_env(rank))
+        procs.append(subprocess.Popen([sys.executable, "-c", script], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return [(p.wait(timeout=120), *p.communicate()) for p in procs]
+
+
+def test_every_rank_of_a_plain_srun_resumes_from_the_checkpoint_rank_0_found(tmp_path):
+    """Without primus-launch, rank 0 resolves the resume point and every rank takes it: here
+    ranks 1 and 2 see an empty checkpoint directory (as a stale attribute cache of a shared file
+    system would show them), yet start from rank 0's step 7, and load() loads exactly that."""
+    seen, empty = tmp_path / "seen", tmp_path / "empty"
+    make_checkpoint(seen, 5)
+    make_checkpoint(seen, 7)
+    empty.mkdir(mode=0o700)
+    script = ("import primus\n"
+              "from primus import checkpoint\n"
+              "job = primus.init(torch=False)\n"
+              "restored = checkpoint.load()\n"
+              "print(job.rank, job.resume, restored.step, restored.state['w'].tolist())\n")
+    results = plain_ranks(3, script, lambda rank: {
+        "PRIMUS_CKPT_DIR": str(seen if rank == 0 else empty)})
+    want = str(seen / "step-000000000007")
+    for rank, (code, out, err) in enumerate(results):
+        assert code == 0, err
+        assert out.split() == [str(rank), want, "7", "[7.0,", "8.0,", "9.0,", "10.0]"], out + err
+
+
+def test_a_resume_point_rank_0_cannot_resolve_is_an_error_on_every_rank(tmp_path):
+    shared = tmp_path / "shared"
+    make_checkpoint(shared, 3)
+    shared.chmod(0o777)  # other users could have put anything there
+    script = "import primus\nprimus.init(torch=False)\nprint('started')\n"
+    results = plain_ranks(2, script, lambda rank: {"PRIMUS_CKPT_DIR": str(shared)})
+    for code, out, err in results:
+        assert code != 0 and "started" not in out, out + err
+        assert "could not tell which checkpoint to resume from" in err, err
+        assert "anyone can write it (mode 0777)" in err, err
+
+
+def test_a_given_primus_resume_is_where_a_job_without_checkpoints_starts(tmp_path):
+    other = tmp_path / "other-run"
+    make_checkpoint(other, 4)
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    script = ("import primus\nfrom primus import checkpoint\n"
+              "job = primus.init(torch=False)\nprint(job.resume, checkpoint.load().step)\n")
+    given = str(other / "step-000000000004")
+    results = plain_ranks(2, script, lambda rank: {"PRIMUS_CKPT_DIR": str(own),
+                                                   "PRIMUS_RESUME": given})
+    for code, out, err in results:
+        assert code == 0, err
+        assert out.split() == [given, "4"], out + err
+    # Once the job has a checkpoint of its own, that one wins.
+    make_checkpoint(own, 9)
+    results = plain_ranks(2, script, lambda rank: {"PRIMUS_CKPT_DIR": str(own),
+                                                   "PRIMUS_RESUME": given})
+    for code, out, err in results:
+        assert code == 0, err
+        assert out.split() == [str(own / "step-000000000009"), "9"], out + err
 
 
 def test_a_hung_rank_is_found_through_its_heartbeats_and_named(tmp_path):

@@ -1,8 +1,11 @@
 // The job-secret handshake: the pure protocol, and over real sockets a replayed handshake and
 // a wrong secret refused while a rightful peer still gets in.
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <unistd.h>
 
+#include <random>
 #include <thread>
 
 #include "../../collectives/authenticated.hpp"
@@ -15,6 +18,51 @@ namespace {
 using namespace handshake;
 
 const std::string kSecret = "job-secret-for-tests";
+
+std::string hex(const std::array<std::uint8_t, kMacBytes>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (const std::uint8_t b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+TEST(CollHandshake, HmacSha256GivesTheRfc4231TestVectors) {
+  const std::string hi = "Hi There";
+  EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0b'), hi.data(), hi.size())),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  const std::string want = "what do ya want for nothing?";
+  EXPECT_EQ(hex(hmac_sha256("Jefe", want.data(), want.size())),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  // A key longer than SHA-256's block is hashed first.
+  const std::string large = "Test Using Larger Than Block-Size Key - Hash Key First";
+  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'), large.data(), large.size())),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+TEST(CollHandshake, HmacSha256AgreesWithOpenSslsHmacAtEveryKeyAndMessageLength) {
+  std::mt19937 random(42);
+  for (std::size_t key_size = 0; key_size <= 130; key_size += 1) {
+    for (const std::size_t size : {0, 1, 55, 56, 63, 64, 65, 200}) {
+      std::string key(key_size, '\0');
+      std::string message(size, '\0');
+      for (char& c : key)
+        c = static_cast<char>(random());
+      for (char& c : message)
+        c = static_cast<char>(random());
+      std::array<std::uint8_t, kMacBytes> expected{};
+      unsigned int length = 0;
+      ASSERT_NE(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                     expected.data(), &length),
+                nullptr);
+      ASSERT_EQ(hex(hmac_sha256(key, message.data(), message.size())), hex(expected))
+          << "key of " << key_size << " bytes, message of " << size;
+    }
+  }
+}
 
 TEST(CollHandshake, BothSidesProveTheSecretOverEachOthersNonce) {
   const Hello hello = make_hello(Purpose::kPeer, 7, fresh_nonce());

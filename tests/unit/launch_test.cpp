@@ -14,6 +14,8 @@
 #include "job_dir.hpp"
 #include "outcome.hpp"
 #include "primus/common/error.hpp"
+#include "resume.hpp"
+#include "step_layout.hpp"
 
 namespace primus::launch {
 namespace {
@@ -152,6 +154,91 @@ TEST(LaunchEvents, OneJsonObjectPerLineWithWhatApplies) {
   EXPECT_EQ(now.size(), 24U) << now;  // 2026-12-01T21:54:11.123Z
   EXPECT_EQ(now.back(), 'Z');
   EXPECT_EQ(now[19], '.');
+}
+
+TEST(LaunchResume, ReadsWhatPrimusCkptLatestPrints) {
+  const NewestCheckpoint found = parse_newest_checkpoint(
+      R"({"root": "/j/ckpt", "path": "/j/ckpt/step-000000000010", "step": 10,
+          "skipped": ["/j/ckpt/step-000000000013/rank-00001.h5: 100 bytes"]})");
+  EXPECT_EQ(found.path, "/j/ckpt/step-000000000010");
+  EXPECT_EQ(found.step, 10);
+  ASSERT_EQ(found.skipped.size(), 1U);
+  const NewestCheckpoint none =
+      parse_newest_checkpoint(R"({"root": "/j/ckpt", "path": null, "step": null, "skipped": []})");
+  EXPECT_FALSE(none.path);
+  EXPECT_FALSE(none.step);
+  EXPECT_THROW(parse_newest_checkpoint("primus-ckpt: something else"), Error);
+  EXPECT_THROW(parse_newest_checkpoint(R"({"path": "/x", "step": null, "skipped": []})"), Error);
+  EXPECT_THROW(parse_newest_checkpoint(R"({"path": 3, "step": 3, "skipped": []})"), Error);
+}
+
+TEST(LaunchResume, TheJobsOwnNewestCheckpointWinsOverAGivenOne) {
+  NewestCheckpoint own;
+  own.path = "/j/ckpt/step-000000000020";
+  own.step = 20;
+  const std::optional<std::string> given = std::string("/elsewhere/step-000000000004");
+  EXPECT_EQ(resume_point(own, given), own.path);
+  EXPECT_EQ(resume_point(own, std::nullopt), own.path);
+  EXPECT_EQ(resume_point(NewestCheckpoint{}, given), given);
+  EXPECT_EQ(resume_point(NewestCheckpoint{}, std::string()), std::nullopt);
+  EXPECT_EQ(resume_point(NewestCheckpoint{}, std::nullopt), std::nullopt);
+}
+
+TEST(LaunchResume, ARootThatDoesNotExistHasNoCheckpointAndRunsNothing) {
+  const NewestCheckpoint none =
+      find_newest_checkpoint("/nonexistent/primus/ckpt", std::chrono::seconds(5));
+  EXPECT_FALSE(none.path);
+  EXPECT_TRUE(none.skipped.empty());
+}
+
+TEST(LaunchStepLayout, InsideAStepTheRanksGetTheJobsLayoutBack) {
+  // What `srun --overlap -N1 -n1` left in the environment of a job of salloc -N2 -n3 (seen on
+  // the testbed).
+  const Environment step = {{"SLURM_JOB_ID", "27"},
+                            {"SLURM_JOB_NUM_NODES", "2"},
+                            {"SLURM_NNODES", "1"},
+                            {"SLURM_NTASKS", "1"},
+                            {"SLURM_NPROCS", "1"},
+                            {"SLURM_TASKS_PER_NODE", "1"},
+                            {"SLURM_DISTRIBUTION", "cyclic"},
+                            {"SLURM_STEP_ID", "0"},
+                            {"SLURM_STEPID", "0"},
+                            {"SLURM_STEP_NUM_TASKS", "1"},
+                            {"SLURM_NODELIST", "n[1-2]"},
+                            {"PRIMUS_CKPT_DIR", "/c"}};
+  EXPECT_TRUE(inside_a_step(step));
+  JobFacts job;
+  job.num_nodes = "2";
+  job.num_tasks = "3";
+  const Environment fixed = job_layout_environment(step, job);
+  EXPECT_FALSE(inside_a_step(fixed));
+  EXPECT_EQ(lookup(fixed, "SLURM_NNODES"), "2");
+  EXPECT_EQ(lookup(fixed, "SLURM_NTASKS"), "3");
+  EXPECT_EQ(lookup(fixed, "SLURM_NPROCS"), "3");
+  for (const char* gone :
+       {"SLURM_TASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_STEPID", "SLURM_STEP_NUM_TASKS"}) {
+    EXPECT_FALSE(lookup(fixed, gone)) << gone;
+  }
+  EXPECT_EQ(lookup(fixed, "SLURM_NODELIST"), "n[1-2]");
+  EXPECT_EQ(lookup(fixed, "PRIMUS_CKPT_DIR"), "/c");
+  EXPECT_FALSE(inside_a_step({{"SLURM_JOB_ID", "27"}, {"SLURM_NTASKS", "3"}}));
+}
+
+TEST(LaunchStepLayout, WithoutTheJobsLayoutItIsAnErrorNotOneRank) {
+  const Environment step = {{"SLURM_JOB_ID", "27"}, {"SLURM_STEP_ID", "0"}};
+  EXPECT_THROW(job_layout_environment(step, JobFacts{}), Error);
+  JobFacts zero;
+  zero.num_nodes = "2";
+  zero.num_tasks = "0";
+  EXPECT_THROW(job_layout_environment(step, zero), Error);
+}
+
+TEST(LaunchStepLayout, ScontrolsRecordGivesTheJobsNodesAndTasks) {
+  const JobFacts facts = job_facts(parse_scontrol_record(
+      "JobId=27 JobName=interactive JobState=RUNNING NumNodes=2 NumCPUs=3 NumTasks=3 "
+      "CPUs/Task=1"));
+  EXPECT_EQ(facts.num_nodes, "2");
+  EXPECT_EQ(facts.num_tasks, "3");
 }
 
 }  // namespace

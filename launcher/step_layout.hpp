@@ -1,0 +1,25 @@
+// The layout of the ranks' step when primus-launch itself runs inside a step (`salloc` then
+// `srun --overlap -N1 -n1 primus-launch ...`, so that it runs on a node of the allocation). That
+// step's srun overwrote the job's SLURM_NTASKS, SLURM_NPROCS, SLURM_NNODES and
+// SLURM_TASKS_PER_NODE with its own (one task), and added SLURM_DISTRIBUTION; srun reads them as
+// its defaults, so left alone they would make the ranks' step one task (seen on the testbed).
+// Pure.
+#pragma once
+
+#include <string>
+
+#include "primus/common/environment.hpp"
+#include "slurm_queries.hpp"
+
+namespace primus::launch {
+
+// Whether `env` is that of a task of a step (SLURM_STEP_ID is set; the batch script and the
+// salloc shell have none).
+bool inside_a_step(const Environment& env);
+
+// `env` with the job's layout again: SLURM_NNODES and SLURM_NTASKS (and SLURM_NPROCS) from
+// scontrol's NumNodes and NumTasks, and without the step's own SLURM_TASKS_PER_NODE,
+// SLURM_DISTRIBUTION and SLURM_STEP_* variables. Throws Error when scontrol gave no layout.
+Environment job_layout_environment(Environment env, const JobFacts& job);
+
+}  // namespace primus::launch
