@@ -456,7 +456,10 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     }
     control_host = os::resolve_node_address(control_host, "--primus-control-addr");
   } else {
-    control_host = os::resolve_node_address(node, "the control channel (--primus-control-addr)");
+    control_host = os::resolve_node_address(
+        node,
+        "the control channel's address (this node's name; --primus-control-addr=HOST chooses "
+        "one that every node of the job can reach)");
   }
   const std::uint32_t world = slurm_world_size(env);
   block_launcher_signals();  // before the control channel's thread starts

@@ -299,10 +299,11 @@ def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overla
     if testbed.as_root:
         for path in (work, script):
             os.chown(path, testbed.uid, testbed.gid)
-    out = testbed.user_cmd(["salloc", "-N2", "-n3", "--primus", str(script)], timeout=120,
-                           cwd=work).stdout
+    res = testbed.user_cmd(["salloc", "-N2", "-n3", "--primus", str(script)], timeout=120,
+                           cwd=work)
+    out = res.stdout
     for where in ("shell", "step"):
-        assert f"{where}-exit=0" in out, out
+        assert f"{where}-exit=0" in out, out + res.stderr
         got = sorted(re.findall(rf"rank=(\d) world=(\d) node=(n\d) {where}", out))
         assert got == [("0", "3", "n1"), ("1", "3", "n1"), ("2", "3", "n2")], out
 
