@@ -308,6 +308,32 @@ def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overla
         assert got == [("0", "3", "n1"), ("1", "3", "n1"), ("2", "3", "n2")], out
 
 
+def test_under_salloc_a_launcher_killed_with_sigkill_leaves_no_rank_running(testbed, prefix):
+    """Not exec'd, the launcher of a salloc shell can die alone: srun dies with it
+    (PR_SET_PDEATHSIG) and Slurm then ends the step, so no rank keeps the allocation busy."""
+    work = testbed.workdir / "salloc-kill"
+    work.mkdir()
+    script = work / "run.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f". {INIT}; module use {prefix}/share/modulefiles; module load primus\n"
+        f"primus-launch --primus-job-dir={work}/j -- bash -c 'sleep 297; true' &\n"
+        "launcher=$!\n"
+        "ranks() { pgrep -u \"$(id -u)\" -x sleep -a | grep -c 'sleep 297'; }\n"
+        "for i in $(seq 100); do [ \"$(ranks)\" -ge 4 ] && break; sleep 0.2; done\n"
+        "echo before=$(ranks)\n"
+        "kill -9 $launcher\n"
+        "for i in $(seq 100); do [ \"$(ranks)\" -eq 0 ] && break; sleep 0.2; done\n"
+        "echo after=$(ranks)\n")
+    os.chmod(script, 0o755)
+    if testbed.as_root:
+        for path in (work, script):
+            os.chown(path, testbed.uid, testbed.gid)
+    res = testbed.user_cmd(["salloc", "-N2", "--ntasks-per-node=2", "--primus", str(script)],
+                           timeout=120, cwd=work, check=False)
+    assert "before=4" in res.stdout and "after=0" in res.stdout, res.stdout + res.stderr
+
+
 def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
     run = Launch(testbed, prefix, "stop")
     run.submit(sbatch="--requeue", launch="--primus-heartbeat-interval=1", env="STEP_SLEEP=1")
