@@ -1,25 +1,13 @@
-// CRC32C (Castagnoli, as iSCSI and ext4 use it) with Intel ISA-L's crc32_iscsi.
+// The checkpoints' CRC32C is the project's one implementation (common/crc32c.hpp).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
+#include "../common/crc32c.hpp"
 
 namespace primus::ckpt {
 
-class Crc32c {
- public:
-  void update(const void* data, std::size_t size);
-  std::uint32_t value() const { return ~state_; }
-
- private:
-  std::uint32_t state_ = 0xFFFFFFFFU;
-};
-
-std::uint32_t crc32c(const void* data, std::size_t size);
-std::string crc_hex(std::uint32_t crc);  // 8 lower-case hex digits
-std::optional<std::uint32_t> parse_crc_hex(std::string_view text);
+using primus::Crc32c;
+using primus::crc32c;
+using primus::crc_hex;
+using primus::parse_crc_hex;
 
 }  // namespace primus::ckpt

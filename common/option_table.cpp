@@ -74,6 +74,38 @@ const std::vector<OptionSpec>& option_table() {
        OptionScope::kUser, "", "", validators::host_and_port,
        "primus-launch: the address its control channel listens on, which every node must reach. "
        "Default: this node's address (its name as Slurm knows it), any free port."},
+      {"primus-data", "PRIMUS_DATA", "", "SPEC", OptionArg::kRequired, OptionScope::kUser, "", "",
+       validators::path,
+       "The dataset that primus.data.Dataset reads: a glob (sorted by name), a directory (its "
+       "files, sorted by name, not recursive), a single file, or @FILE, a manifest listing one "
+       "file per line. primus-launch checks and indexes it before any rank starts."},
+      {"primus-data-format", "PRIMUS_DATA_FORMAT", "data_format", "FORMAT", OptionArg::kRequired,
+       OptionScope::kUser, "", "tfrecord", validators::data_format,
+       "The dataset's record format: tfrecord (TFRecord framing, every CRC checked), lines (one "
+       "record per text line) or fixed:N (records of N bytes)."},
+      {"primus-data-mode", "PRIMUS_DATA_MODE", "", "static|dynamic", OptionArg::kRequired,
+       OptionScope::kUser, "", "static", validators::data_mode,
+       "static: every rank reads its share of every global batch (synchronous training). "
+       "dynamic: primus-launch hands out splits of the dataset to the ranks that ask, so faster "
+       "ranks read more (asynchronous or uneven work; not with DDP)."},
+      {"primus-global-batch-size", "PRIMUS_GLOBAL_BATCH_SIZE", "", "N", OptionArg::kRequired,
+       OptionScope::kUser, "", "", validators::global_batch_size,
+       "Records per global batch (one step of all ranks together). Global batch k is the same "
+       "records at every number of ranks, so a job resumes on more or fewer ranks exactly."},
+      {"primus-seed", "PRIMUS_SEED", "", "N", OptionArg::kRequired, OptionScope::kUser, "", "0",
+       validators::seed, "The seed of the shuffle: with the epoch, it fixes every epoch's order."},
+      {"primus-shuffle", "PRIMUS_SHUFFLE", "", "none|records|blocks", OptionArg::kRequired,
+       OptionScope::kUser, "", "records", validators::shuffle,
+       "The order of each epoch: records (every record anywhere), blocks (runs of "
+       "--primus-shuffle-block consecutive records, the runs shuffled: faster on disks) or none "
+       "(as stored)."},
+      {"primus-shuffle-block", "PRIMUS_SHUFFLE_BLOCK", "", "N", OptionArg::kRequired,
+       OptionScope::kUser, "", "1024", validators::shuffle_block,
+       "Records per run for --primus-shuffle=blocks."},
+      {"primus-drop-last", "PRIMUS_DROP_LAST", "", "", OptionArg::kNone, OptionScope::kUser, "1",
+       "0", validators::boolean,
+       "Drop an epoch's last global batch when it is short, instead of splitting it among the "
+       "ranks as evenly as possible (a rank's share may then be empty)."},
       {"primus-verbose", "PRIMUS_VERBOSE", "verbose", "", OptionArg::kNone, OptionScope::kUser, "1",
        "0", validators::boolean, "Log what Primus sets up for every rank."},
       {"port-range", "", "port_range", "LO-HI", OptionArg::kRequired, OptionScope::kSite, "",
@@ -89,9 +121,7 @@ const std::vector<OptionSpec>& option_table() {
 }
 
 const std::vector<std::string_view>& reserved_option_names() {
-  static const std::vector<std::string_view> names = {"primus-data",      "primus-data-format",
-                                                      "primus-data-mode", "primus-seed",
-                                                      "primus-shuffle",   "primus-drop-last"};
+  static const std::vector<std::string_view> names = {};
   return names;
 }
 

@@ -6,6 +6,7 @@
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
 #include "primus/common/ports.hpp"
+#include "primus/common/record_format.hpp"
 
 namespace primus::validators {
 namespace {
@@ -124,6 +125,38 @@ std::optional<std::string> port_range(std::string_view value) {
     return "a port range LO-HI within 1-65535";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> data_format(std::string_view value) {
+  if (parse_format(value)) return std::nullopt;
+  return std::string(kFormatExpected);
+}
+
+std::optional<std::string> data_mode(std::string_view value) {
+  if (value == "static" || value == "dynamic") return std::nullopt;
+  return "'static' or 'dynamic'";
+}
+
+std::optional<std::string> global_batch_size(std::string_view value) {
+  const auto size = parse_unsigned(value, std::uint64_t{1} << 40);
+  if (size && *size >= 1) return std::nullopt;
+  return "a number of records from 1 to 1099511627776";
+}
+
+std::optional<std::string> seed(std::string_view value) {
+  if (parse_unsigned(value, ~std::uint64_t{0})) return std::nullopt;
+  return "a number from 0 to 18446744073709551615";
+}
+
+std::optional<std::string> shuffle(std::string_view value) {
+  if (value == "none" || value == "records" || value == "blocks") return std::nullopt;
+  return "one of none, records, blocks";
+}
+
+std::optional<std::string> shuffle_block(std::string_view value) {
+  const auto size = parse_unsigned(value, std::uint64_t{1} << 40);
+  if (size && *size >= 1) return std::nullopt;
+  return "a number of records from 1 to 1099511627776";
 }
 
 }  // namespace primus::validators

@@ -21,5 +21,11 @@ std::optional<std::string> stop_signal(std::string_view value);
 std::optional<std::string> seconds_or_off(std::string_view value);
 std::optional<std::string> seconds(std::string_view value);
 std::optional<std::string> host_and_port(std::string_view value);
+std::optional<std::string> data_format(std::string_view value);
+std::optional<std::string> data_mode(std::string_view value);
+std::optional<std::string> global_batch_size(std::string_view value);
+std::optional<std::string> seed(std::string_view value);
+std::optional<std::string> shuffle(std::string_view value);
+std::optional<std::string> shuffle_block(std::string_view value);
 
 }  // namespace primus::validators

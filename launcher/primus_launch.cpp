@@ -24,6 +24,7 @@
 
 #include "../common/cli/command_line.hpp"
 #include "command_path.hpp"
+#include "data_check.hpp"
 #include "events.hpp"
 #include "job_dir.hpp"
 #include "local_attempt.hpp"
@@ -324,6 +325,24 @@ std::optional<std::string> resolve_resume(const std::filesystem::path& root,
   return point;
 }
 
+// The dataset, checked and indexed before any rank starts; false (after saying why) when it
+// cannot be read.
+bool dataset_ready(const ResolvedOptions& options, const std::filesystem::path& job_dir,
+                   EventLog& events, const std::string& node) {
+  const auto check = check_dataset(options, job_dir, std::chrono::hours(24));
+  if (!check) return true;
+  const std::string spec = options.value_or("primus-data", "");
+  if (!check->ok) {
+    std::cerr << "primus-launch: the dataset (--primus-data=" << spec
+              << ") cannot be read; no rank was started: " << check->message << "\n";
+    events.write(
+        {"dataset-failed", std::nullopt, node, {{"spec", spec}, {"error", check->message}}});
+    return false;
+  }
+  events.write({"dataset-checked", std::nullopt, node, {{"spec", spec}}});
+  return true;
+}
+
 std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options) {
   const std::string hang = options.value_or("primus-hang-timeout", "off");
   if (hang == "off" || hang == "0") return std::nullopt;
@@ -481,6 +500,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
                  {"mode", "slurm"},
                  {"control", control.address()}}});
 
+  if (!dataset_ready(options, job_path, events, node)) return kExitUsage;
   const std::string task = task_executable();
   const std::filesystem::path ckpt_root = resolve_ckpt_dir(options, submit_dir, job_path.string());
   const std::optional<std::string> given_resume = lookup(env, "PRIMUS_RESUME");
@@ -713,6 +733,7 @@ int launch(const std::vector<std::string>& args) {
        std::nullopt,
        node,
        {{"nproc", std::to_string(s.nproc)}, {"command", command_text}, {"mode", "one machine"}}});
+  if (!dataset_ready(options, job_path, events, node)) return kExitUsage;
   const std::filesystem::path ckpt_root =
       resolve_ckpt_dir(options, job.submit_dir, job_path.string());
   const std::optional<std::string> given_resume = lookup(env, "PRIMUS_RESUME");

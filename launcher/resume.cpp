@@ -37,21 +37,21 @@ std::optional<std::string> resume_point(const NewestCheckpoint& newest,
   return std::nullopt;
 }
 
-std::string primus_ckpt_program() {
+std::string program_beside_launcher(const std::string& name) {
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
-    const std::filesystem::path beside = self.parent_path() / "primus-ckpt";
+    const std::filesystem::path beside = self.parent_path() / name;
     if (::access(beside.c_str(), X_OK) == 0) return beside.string();
   }
-  return "primus-ckpt";
+  return name;
 }
 
 NewestCheckpoint find_newest_checkpoint(const std::filesystem::path& root,
                                         std::chrono::seconds timeout) {
   std::error_code error;
   if (!std::filesystem::exists(root, error)) return {};
-  const std::string program = primus_ckpt_program();
+  const std::string program = program_beside_launcher("primus-ckpt");
   const CommandOutput out = run_command({program, "latest", "--json", root.string()}, timeout);
   const bool exited = out.status >= 0 && WIFEXITED(out.status);
   const int code = exited ? WEXITSTATUS(out.status) : -1;

@@ -27,9 +27,9 @@ NewestCheckpoint parse_newest_checkpoint(const std::string& json_text);
 std::optional<std::string> resume_point(const NewestCheckpoint& newest,
                                         const std::optional<std::string>& given);
 
-// primus-ckpt beside primus-launch (the same bin directory, or the build tree), else the one
-// in PATH.
-std::string primus_ckpt_program();
+// A Primus program (primus-ckpt, primus-data) beside primus-launch (the same bin directory, or
+// the build tree), else the one in PATH.
+std::string program_beside_launcher(const std::string& name);
 
 // The newest committed checkpoint under `root` that verifies (quickly: manifests, files, sizes,
 // rank indexes), asked of primus-ckpt, which links HDF5 so that primus-launch need not (HDF5

@@ -2,13 +2,14 @@
 
 `primus.checkpoint` saves and loads HDF5 checkpoints that are never torn (libprimus-ckpt);
 `primus.comm` runs collectives between the ranks (libprimus-coll);
+`primus.data` reads each rank's share of a dataset, every record exactly once per epoch;
 `primus.init()` and `primus.should_stop()` make a stopped (preempted) job save at a step every
 rank agrees on and exit with `primus.EXIT_PREEMPTED`. The rank environment (RANK, WORLD_SIZE, MASTER_ADDR, PRIMUS_CKPT_DIR, ...) comes from the Primus
 SPANK plugin under srun, or from primus-launch.
 """
 
 __version__ = "0.1.0"
-__all__ = ["checkpoint", "comm", "ddp", "init", "should_stop", "stop_requested",
+__all__ = ["checkpoint", "comm", "data", "ddp", "init", "should_stop", "stop_requested",
            "worker_init_fn", "EXIT_PREEMPTED", "Job", "__version__"]
 
 from ._ddp import ddp  # noqa: E402 (imports torch only when called)
@@ -19,7 +20,7 @@ from ._runtime import (EXIT_PREEMPTED, Job, init, should_stop, stop_requested,  
 
 def __getattr__(name):
     # Submodules load on first use: `import primus` stays cheap and needs no torch.
-    if name in ("checkpoint", "comm"):
+    if name in ("checkpoint", "comm", "data"):
         import importlib
 
         return importlib.import_module("." + name, __name__)

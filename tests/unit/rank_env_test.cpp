@@ -86,6 +86,12 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_PREEMPT_SIGNAL", "USR2"},
       {"PRIMUS_HANG_TIMEOUT", "off"},
       {"PRIMUS_HEARTBEAT_INTERVAL", "5"},
+      {"PRIMUS_DATA_FORMAT", "tfrecord"},
+      {"PRIMUS_DATA_MODE", "static"},
+      {"PRIMUS_SEED", "0"},
+      {"PRIMUS_SHUFFLE", "records"},
+      {"PRIMUS_SHUFFLE_BLOCK", "1024"},
+      {"PRIMUS_DROP_LAST", "0"},
   };
   EXPECT_EQ(env, expected);
 }

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <climits>
 
-namespace primus::ckpt {
+namespace primus {
 
 void Crc32c::update(const void* data, std::size_t size) {
   // crc32_iscsi takes an int length: feed it at most 1 GiB at a time.
@@ -52,4 +52,4 @@ std::optional<std::uint32_t> parse_crc_hex(std::string_view text) {
   return value;
 }
 
-}  // namespace primus::ckpt
+}  // namespace primus

@@ -1,0 +1,30 @@
+// The names of the record formats of a dataset (--primus-data-format): lines, fixed:N or
+// tfrecord. Here, in common/, so that the SPANK plugin and primus-launch check the option with
+// the parser libprimus-data uses. Pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace primus {
+
+enum class FormatKind : std::uint32_t { kLines = 1, kFixed = 2, kTfrecord = 3 };
+
+struct RecordFormat {
+  FormatKind kind = FormatKind::kLines;
+  std::uint64_t record_size = 0;  // kFixed: bytes per record
+  bool operator==(const RecordFormat& other) const {
+    return kind == other.kind && record_size == other.record_size;
+  }
+};
+
+// "lines", "fixed:N" (N from 1 to 2^30 bytes) or "tfrecord"; nullopt for anything else.
+std::optional<RecordFormat> parse_format(std::string_view text);
+std::string to_string(const RecordFormat& format);
+// What parse_format accepts, for messages.
+inline constexpr std::string_view kFormatExpected =
+    "lines, fixed:N (N-byte records, N from 1 to 1073741824) or tfrecord";
+
+}  // namespace primus

@@ -1,0 +1,254 @@
+// primus._data: libprimus-data for primus.data (the Dataset, the plan of an epoch, the reader).
+// A batch is read in C++ with the GIL released; Python builds only the records' objects.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "primus/common/error.hpp"
+#include "primus/data.hpp"
+
+namespace py = pybind11;
+using primus::data::Dataset;
+using primus::data::EpochPlan;
+using primus::data::PlanSettings;
+using primus::data::RecordBatch;
+using primus::data::RecordReader;
+
+namespace {
+
+// Batches of records over 512 bytes are allocated by malloc record by record and freed a batch
+// at a time. With glibc's initial thresholds every freed batch is given back to the kernel (the
+// heap is trimmed past 128 KiB) and the next one faults it in again: measured here, a third of
+// the reader's time. glibc raises both thresholds by itself once a process frees a large
+// mmapped block (importing torch does); this sets them to where that adjustment ends (32 MiB,
+// trim at twice that), unless the user set them (MALLOC_*_THRESHOLD_).
+void settle_malloc_thresholds() {
+  static const bool once = [] {
+    if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr &&
+        std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr &&
+        std::getenv("GLIBC_TUNABLES") == nullptr) {
+      ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+      ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    }
+    return true;
+  }();
+  (void)once;
+}
+
+PlanSettings settings_from(const Dataset& dataset, std::uint64_t global_batch_size,
+                           const std::string& shuffle, std::uint64_t shuffle_block,
+                           std::uint64_t seed, bool drop_last) {
+  const auto mode = primus::data::parse_shuffle(shuffle);
+  if (!mode)
+    throw primus::Error("shuffle: expected one of none, records, blocks, got '" + shuffle + "'");
+  PlanSettings settings;
+  settings.fingerprint = dataset.fingerprint();
+  settings.records = dataset.records();
+  settings.global_batch_size = global_batch_size;
+  settings.shuffle = *mode;
+  settings.shuffle_block = shuffle_block;
+  settings.seed = seed;
+  settings.drop_last = drop_last;
+  return settings;
+}
+
+PlanSettings settings_from_dict(const py::dict& d) {
+  PlanSettings settings;
+  settings.fingerprint = py::cast<std::string>(d["fingerprint"]);
+  settings.records = py::cast<std::uint64_t>(d["records"]);
+  settings.global_batch_size = py::cast<std::uint64_t>(d["global_batch_size"]);
+  const auto mode = primus::data::parse_shuffle(py::cast<std::string>(d["shuffle"]));
+  if (!mode) throw primus::Error("the cursor's shuffle is not none, records or blocks");
+  settings.shuffle = *mode;
+  settings.shuffle_block = py::cast<std::uint64_t>(d["shuffle_block"]);
+  settings.seed = py::cast<std::uint64_t>(d["seed"]);
+  settings.drop_last = py::cast<bool>(d["drop_last"]);
+  return settings;
+}
+
+// One epoch's plan over a dataset, and a reader of its own (each DataLoader worker copies the
+// Python object, then makes its own reader on first use after the fork).
+class Plan {
+ public:
+  Plan(std::shared_ptr<const Dataset> dataset, const PlanSettings& settings, std::uint64_t epoch,
+       std::uint32_t world_size)
+      : dataset_(std::move(dataset)), plan_(settings, epoch, world_size) {}
+
+  const EpochPlan& plan() const { return plan_; }
+
+  py::array_t<std::uint64_t> share(std::uint64_t step, std::uint32_t rank) const {
+    std::vector<std::uint64_t> ids;
+    plan_.share(step, rank, ids);
+    return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(ids.size()), ids.data());
+  }
+
+  // Rank `rank`'s share of global batch `step`: a list of bytes, or for fixed-size records one
+  // (n, size) uint8 array. `prefetch` names the step to announce to the kernel (-1: none).
+  py::object read_share(std::uint64_t step, std::uint32_t rank, std::int64_t prefetch) {
+    RecordBatch& batch = batch_;
+    {
+      py::gil_scoped_release release;
+      if (!reader_ || reader_pid_ != ::getpid()) {
+        reader_ = std::make_unique<RecordReader>(dataset_);
+        reader_pid_ = ::getpid();
+      }
+      plan_.share(step, rank, ids_);
+      reader_->read(ids_.data(), ids_.size(), batch);
+      if (prefetch >= 0 && static_cast<std::uint64_t>(prefetch) < plan_.steps()) {
+        plan_.share(static_cast<std::uint64_t>(prefetch), rank, next_ids_);
+        // A share that continues where this one ended is the kernel's own readahead.
+        const bool sequential =
+            !ids_.empty() && !next_ids_.empty() && next_ids_.front() == ids_.back() + 1;
+        if (!sequential) reader_->prefetch(next_ids_.data(), next_ids_.size());
+      }
+    }
+    return to_python(batch);
+  }
+
+ private:
+  py::object to_python(const RecordBatch& batch) const {
+    const auto& format = dataset_->format();
+    if (format.kind == primus::FormatKind::kFixed) {
+      const auto width = static_cast<py::ssize_t>(format.record_size);
+      py::array_t<std::uint8_t> rows({static_cast<py::ssize_t>(batch.size()), width});
+      auto* out = rows.mutable_data();
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        std::memcpy(out + i * format.record_size, batch.data(i), format.record_size);
+      return std::move(rows);
+    }
+    py::list records(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      PyObject* bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(batch.data(i)),
+                                                  static_cast<Py_ssize_t>(batch.length(i)));
+      if (bytes == nullptr) throw py::error_already_set();
+      PyList_SET_ITEM(records.ptr(), static_cast<Py_ssize_t>(i), bytes);
+    }
+    return std::move(records);
+  }
+
+  std::shared_ptr<const Dataset> dataset_;
+  EpochPlan plan_;
+  std::unique_ptr<RecordReader> reader_;
+  RecordBatch batch_;  // reused: its buffer grows once
+  pid_t reader_pid_ = 0;
+  std::vector<std::uint64_t> ids_;
+  std::vector<std::uint64_t> next_ids_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_data, m) {
+  m.doc() = "libprimus-data: datasets, their indexes, the order and split of every epoch";
+  static py::exception<primus::Error> data_error(m, "DataError", PyExc_RuntimeError);
+  // Local: only what this module raises (libprimus-ckpt's errors are primus::Error too).
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const primus::Error& e) {
+      data_error(e.what());
+    }
+  });
+
+  py::class_<Dataset, std::shared_ptr<Dataset>>(m, "Dataset")
+      .def(py::init([](const std::string& spec, const std::string& format,
+                       const std::string& cache_dir, const std::string& what) {
+             const auto parsed = primus::parse_format(format);
+             if (!parsed) {
+               throw primus::Error("format: expected " + std::string(primus::kFormatExpected) +
+                                   ", got '" + format + "'");
+             }
+             settle_malloc_thresholds();
+             primus::data::OpenOptions options;
+             options.format = *parsed;
+             options.cache_dir = cache_dir;
+             options.what = what;
+             py::gil_scoped_release release;
+             return std::const_pointer_cast<Dataset>(Dataset::open(spec, options));
+           }),
+           py::arg("spec"), py::arg("format"), py::arg("cache_dir"), py::arg("what"))
+      .def_property_readonly("records", &Dataset::records)
+      .def_property_readonly("bytes", &Dataset::bytes)
+      .def_property_readonly("fingerprint", &Dataset::fingerprint)
+      .def_property_readonly("format",
+                             [](const Dataset& d) { return primus::to_string(d.format()); })
+      .def_property_readonly("record_size", [](const Dataset& d) { return d.format().record_size; })
+      .def_property_readonly("files", [](const Dataset& d) {
+        py::list files;
+        for (const auto& file : d.files())
+          files.append(py::make_tuple(file.path, file.records, file.size, file.index_path));
+        return files;
+      });
+
+  py::class_<Plan>(m, "Plan")
+      .def(py::init([](const std::shared_ptr<Dataset>& dataset, std::uint64_t global_batch_size,
+                       const std::string& shuffle, std::uint64_t shuffle_block, std::uint64_t seed,
+                       bool drop_last, std::uint64_t epoch, std::uint32_t world_size) {
+             return std::make_unique<Plan>(dataset,
+                                           settings_from(*dataset, global_batch_size, shuffle,
+                                                         shuffle_block, seed, drop_last),
+                                           epoch, world_size);
+           }),
+           py::arg("dataset"), py::arg("global_batch_size"), py::arg("shuffle"),
+           py::arg("shuffle_block"), py::arg("seed"), py::arg("drop_last"), py::arg("epoch"),
+           py::arg("world_size"))
+      .def_property_readonly("steps", [](const Plan& p) { return p.plan().steps(); })
+      .def_property_readonly("used_records", [](const Plan& p) { return p.plan().used_records(); })
+      .def("step_at",
+           [](const Plan& p, std::uint64_t consumed) { return p.plan().step_at(consumed); })
+      .def("consumed_after",
+           [](const Plan& p, std::uint64_t step) { return p.plan().consumed_after(step); })
+      .def("share", &Plan::share, py::arg("step"), py::arg("rank"))
+      .def("read_share", &Plan::read_share, py::arg("step"), py::arg("rank"),
+           py::arg("prefetch") = -1);
+
+  // None when a cursor saved with `saved` continues under `now` (dicts of primus.data's
+  // state_dict), else the difference.
+  m.def("cursor_mismatch",
+        [](const py::dict& saved, const py::dict& now) -> std::optional<std::string> {
+          return primus::data::cursor_mismatch(settings_from_dict(saved), settings_from_dict(now));
+        });
+
+  m.def("default_index_cache_dir", &primus::data::default_index_cache_dir);
+
+  // One TFRecord frame around `data` (for tests and for writing datasets).
+  m.def("tfrecord_frame", [](const py::bytes& data) {
+    const std::string payload = data;
+    std::string frame(payload.size() + primus::data::kTfrecordOverhead, '\0');
+    const std::uint64_t length = payload.size();
+    for (int i = 0; i < 8; ++i)
+      frame[static_cast<std::size_t>(i)] = static_cast<char>(length >> (8 * i));
+    const std::uint32_t length_crc = primus::data::masked_crc32c(frame.data(), 8);
+    const std::uint32_t data_crc = primus::data::masked_crc32c(payload.data(), payload.size());
+    for (int i = 0; i < 4; ++i) {
+      frame[static_cast<std::size_t>(8 + i)] = static_cast<char>(length_crc >> (8 * i));
+      frame[payload.size() + 12 + static_cast<std::size_t>(i)] =
+          static_cast<char>(data_crc >> (8 * i));
+    }
+    std::copy(payload.begin(), payload.end(), frame.begin() + 12);
+    return py::bytes(frame);
+  });
+
+  // The records of a dataset by number (for tests and tools): a list of bytes.
+  m.def(
+      "read_records", [](const std::shared_ptr<Dataset>& dataset, std::vector<std::uint64_t> ids) {
+        RecordBatch batch;
+        {
+          py::gil_scoped_release release;
+          RecordReader reader(dataset);
+          reader.read(ids.data(), ids.size(), batch);
+        }
+        py::list records;
+        for (std::size_t i = 0; i < batch.size(); ++i)
+          records.append(py::bytes(reinterpret_cast<const char*>(batch.data(i)), batch.length(i)));
+        return records;
+      });
+}
