@@ -34,6 +34,7 @@ ReportKind kind_of(const std::string& type) {
   if (type == "exception") return ReportKind::kException;
   if (type == "goodbye") return ReportKind::kGoodbye;
   if (type == "exit") return ReportKind::kExit;
+  if (type == "data") return ReportKind::kData;
   return ReportKind::kOther;
 }
 
@@ -59,6 +60,14 @@ std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bo
   if (report.kind == ReportKind::kOther && !object.contains("type")) {
     error = "no \"type\"";
     return std::nullopt;
+  }
+  if (report.kind == ReportKind::kData) {
+    if (wrapper) {
+      error = "a data message from a task wrapper";
+      return std::nullopt;
+    }
+    report.payload = std::string(line);
+    return report;
   }
   report.node = text_field(object, "node");
   report.step = text_field(object, "step");

@@ -9,6 +9,7 @@
 //   exception  {"type": "exception", "exception": "ValueError", "message": ..., "where": ...}
 //   goodbye    {"type": "goodbye", "reason": ...}
 //   exit       {"type": "exit", "wait_status": n}   (the task wrapper: how its rank ended)
+//   data       {"type": "data", "op": ...}          (the dynamic split: data_tasks.hpp)
 // Who sent it is the connection's (the handshake proved the rank), never a field of the line.
 // Unknown types and fields are ignored, so that either end may grow; a malformed line is an
 // error of that connection only.
@@ -23,9 +24,10 @@
 namespace primus::launch {
 
 // The longest line accepted; a connection that sends more without a newline is dropped.
-constexpr std::size_t kMaxControlLine = 64 << 10;
+// (8 MiB: the dynamic split's queue opens with one size per split.)
+constexpr std::size_t kMaxControlLine = 8 << 20;
 
-enum class ReportKind { kHello, kHeartbeat, kEvent, kException, kGoodbye, kExit, kOther };
+enum class ReportKind { kHello, kHeartbeat, kEvent, kException, kGoodbye, kExit, kData, kOther };
 
 struct Report {
   ReportKind kind = ReportKind::kOther;
@@ -53,6 +55,8 @@ struct Report {
   std::string reason;
   // exit
   int wait_status = 0;
+  // data: the whole line, for DataTasks
+  std::string payload;
 };
 
 // One line (without its newline) from the connection of `rank` (wrapper: its task wrapper).

@@ -17,6 +17,7 @@ struct ControlServer::Connection {
   std::uint32_t rank = 0;
   bool wrapper = false;
   bool said_goodbye = false;
+  std::uint64_t serial = 0;  // the order of arrival: a rank's newest connection is its own
   LineSplitter lines;
 };
 
@@ -111,6 +112,7 @@ void ControlServer::adopt_new_connections() {
     connection->rank = who & ~coll::kControlWrapperBit;
     connection->wrapper = (who & coll::kControlWrapperBit) != 0;
     connection->socket = std::move(socket);
+    connection->serial = ++serial_;
     const int fd = connection->socket.fd();
     add_to_epoll(epoll_.get(), fd);
     connections_[fd] = std::move(connection);
@@ -165,6 +167,25 @@ void ControlServer::read_connection(Connection& c, std::vector<Report>& out) {
     const int fd = c.socket.fd();
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
     connections_.erase(fd);
+  }
+}
+
+bool ControlServer::send(std::uint32_t rank, const std::string& line) {
+  // A rank's newest connection: one of an earlier attempt may not be closed yet.
+  Connection* newest = nullptr;
+  for (auto& [fd, connection] : connections_) {
+    if (connection->rank != rank || connection->wrapper) continue;
+    if (newest == nullptr || connection->serial > newest->serial) newest = connection.get();
+  }
+  if (newest == nullptr) return false;
+  const std::string text = line + "\n";
+  try {
+    newest->socket.send_all(text.data(), text.size(),
+                            coll::net::Clock::now() + std::chrono::seconds(5));
+    return true;
+  } catch (const std::exception& e) {
+    if (log_) log_("cannot send to rank " + std::to_string(rank) + ": " + e.what());
+    return false;
   }
 }
 

@@ -40,6 +40,9 @@ class ControlServer {
   // Everything that has arrived, without waiting. A connection that closes gives a Report of
   // kind kGoodbye with reason "disconnected" unless it said goodbye itself.
   std::vector<Report> take();
+  // Sends one line (a newline is added) to rank `rank` itself (not its wrapper); false when it
+  // is not connected or the line cannot be sent within a few seconds (then it is dropped).
+  bool send(std::uint32_t rank, const std::string& line);
   // Drops every connection (the next attempt's ranks connect again).
   void drop_connections();
 
@@ -59,6 +62,7 @@ class ControlServer {
   std::mutex mutex_;
   std::vector<coll::net::Socket> new_;  // guarded by mutex_
   std::map<int, std::unique_ptr<Connection>> connections_;
+  std::uint64_t serial_ = 0;
   std::thread thread_;
 };
 

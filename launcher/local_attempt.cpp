@@ -97,8 +97,19 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
     }
   };
 
+  const auto send_data = [&](const std::vector<DataMessage>& messages) {
+    for (const DataMessage& m : messages)
+      setup.control->send(m.rank, m.line);
+  };
   const auto handle = [&](const Report& r) {
     switch (r.kind) {
+      case ReportKind::kData:
+        if (setup.data != nullptr) {
+          send_data(setup.data->receive(r.rank, r.payload));
+        } else {
+          setup.control->send(r.rank, data_mode_error());
+        }
+        break;
       case ReportKind::kHello:
         if (r.attempt && *r.attempt == setup.attempt) progress[r.rank] = Clock::now();
         break;
@@ -109,6 +120,9 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         }
         break;
       case ReportKind::kEvent:
+        if (r.event == "stop-signal" && setup.data != nullptr && !stopping_for_failure) {
+          send_data(setup.data->order_checkpoint(true));
+        }
         if (r.event == "checkpoint-started" || r.event == "checkpoint-committed") {
           events.write({r.event,
                         r.rank,
@@ -122,6 +136,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         break;
       case ReportKind::kGoodbye:
         progress.erase(r.rank);
+        if (setup.data != nullptr && !r.wrapper) send_data(setup.data->rank_gone(r.rank));
         break;
       default:
         break;

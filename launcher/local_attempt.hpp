@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "control_server.hpp"
+#include "data_tasks.hpp"
 #include "events.hpp"
 #include "job_dir.hpp"
 #include "outcome.hpp"
@@ -38,6 +39,9 @@ struct AttemptSetup {
   ControlServer* control = nullptr;
   std::uint32_t attempt = 0;
   std::optional<std::chrono::milliseconds> hang_timeout;
+  // The dynamic split's queue (--primus-data-mode=dynamic), reset for each attempt; nullptr in
+  // static mode.
+  DataTasks* data = nullptr;
 };
 
 struct AttemptResult {

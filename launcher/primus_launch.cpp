@@ -325,6 +325,10 @@ std::optional<std::string> resolve_resume(const std::filesystem::path& root,
   return point;
 }
 
+bool dynamic_data(const ResolvedOptions& options) {
+  return options.value_or("primus-data-mode", "static") == "dynamic";
+}
+
 // The dataset, checked and indexed before any rank starts; false (after saying why) when it
 // cannot be read.
 bool dataset_ready(const ResolvedOptions& options, const std::filesystem::path& job_dir,
@@ -773,6 +777,8 @@ int launch(const std::vector<std::string>& args) {
     setup.control = &control;
     setup.attempt = attempt;
     setup.hang_timeout = hang_timeout;
+    DataTasks data(s.nproc);  // every attempt opens the queue again, from its checkpoint
+    if (dynamic_data(options)) setup.data = &data;
     const AttemptResult result = run_attempt(setup, reaper, events);
     Outcome outcome = judge(result.ends, result.stop_requested, preempted);
     if (result.hung) blame_the_hung_rank(outcome, result.ends, *result.hung);

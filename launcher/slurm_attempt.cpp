@@ -137,7 +137,19 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
                   {{"source", source}, {"forwarded", signal_text(sig)}}});
     signal_job(target(), sig);
   };
+  const auto send_data = [&](const std::vector<DataMessage>& messages) {
+    for (const DataMessage& m : messages)
+      control.send(m.rank, m.line);
+  };
   const auto handle = [&](const Report& r) {
+    if (r.kind == ReportKind::kData) {
+      if (setup.data != nullptr) {
+        send_data(setup.data->receive(r.rank, r.payload));
+      } else {
+        control.send(r.rank, data_mode_error());
+      }
+      return;
+    }
     RankStatus& entry = ranks[r.rank];
     entry.rank = r.rank;
     if (!r.wrapper) last_report[r.rank] = Clock::now();
@@ -173,6 +185,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
       case ReportKind::kEvent:
         if (r.event == "stop-signal") {
           if (stopping_for_failure) return;  // our SIGTERM after a failure: not a stop
+          if (setup.data != nullptr) send_data(setup.data->order_checkpoint(true));
           if (!result.ranks_signalled && !result.stop_forwarded) {
             events.write(
                 {"stop-requested",
@@ -219,7 +232,9 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
       }
       case ReportKind::kGoodbye:
         if (!r.wrapper) progress.erase(r.rank);  // an ended rank is not hung
+        if (!r.wrapper && setup.data != nullptr) send_data(setup.data->rank_gone(r.rank));
         return;
+      case ReportKind::kData:
       case ReportKind::kOther:
         return;
     }

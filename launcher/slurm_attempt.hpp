@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "control_server.hpp"
+#include "data_tasks.hpp"
 #include "events.hpp"
 #include "outcome.hpp"
 
@@ -31,6 +32,9 @@ struct SlurmAttemptSetup {
   std::uint32_t attempt = 0;
   std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
   std::optional<std::chrono::milliseconds> hang_timeout;
+  // The dynamic split's queue (--primus-data-mode=dynamic), reset for each attempt; nullptr in
+  // static mode.
+  DataTasks* data = nullptr;
   std::filesystem::path stop_request;
   std::filesystem::path status_file;  // status.json, rewritten every status_interval
   std::chrono::milliseconds status_interval{std::chrono::seconds(5)};

@@ -27,6 +27,13 @@ _step_seconds = None
 _stop_reported = False
 _stopping = threading.Event()
 
+# The dynamic data split (primus.data, --primus-data-mode=dynamic): what primus-launch sends.
+_data_cond = threading.Condition()
+_data_replies = []        # answers to this rank's requests, oldest first
+_data_order = None        # {"step", "stop"}: the checkpoint primus-launch ordered, until saved
+_data_stop_saved = False  # a stop checkpoint was saved: should_stop() is True
+_reader = None
+
 
 def connected():
     return _sock is not None
@@ -101,6 +108,89 @@ def _heartbeats(interval, stop_signal_of):
     while not _stopping.wait(interval):
         heartbeat()
         report_stop_signal(stop_signal_of())
+
+
+def _read_launcher():
+    """The reader of what primus-launch sends (started by the first data request)."""
+    global _data_order
+    buffer = b""
+    while True:
+        sock = _sock
+        if sock is None:
+            break
+        try:
+            chunk = sock.recv(1 << 16)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict) or message.get("type") != "data":
+                continue
+            with _data_cond:
+                if message.get("op") == "checkpoint":
+                    _data_order = {"step": message.get("step"), "stop": bool(message.get("stop"))}
+                else:
+                    _data_replies.append(message)
+                _data_cond.notify_all()
+    with _data_cond:
+        _data_replies.append({"op": "error", "message": "the connection to primus-launch closed"})
+        _data_cond.notify_all()
+
+
+def data_request(message, interruptible=False):
+    """Sends a data request to primus-launch and waits for its answer. With interruptible, a
+    checkpoint order that arrives first ends the wait: None (the launcher dropped the request)."""
+    global _reader
+    if _sock is None:
+        raise RuntimeError("primus.data's dynamic mode needs primus-launch (its control channel "
+                           "hands out the splits); run the job under primus-launch")
+    with _data_cond:
+        if _reader is None:
+            _reader = threading.Thread(target=_read_launcher, name="primus-launcher-reader",
+                                       daemon=True)
+            _reader.start()
+        if interruptible and _data_order is not None:
+            return None
+    send(dict(type="data", **message))
+    with _data_cond:
+        while True:
+            if _data_replies:
+                reply = _data_replies.pop(0)
+                if reply.get("op") == "error":
+                    raise RuntimeError(f"primus-launch: {reply.get('message')}")
+                return reply
+            if interruptible and _data_order is not None:
+                return None
+            _data_cond.wait()
+
+
+def data_send(message):
+    send(dict(type="data", **message))
+
+
+def data_order():
+    """The checkpoint primus-launch ordered and this rank has not saved yet, or None."""
+    with _data_cond:
+        return None if _data_order is None else dict(_data_order)
+
+
+def data_order_done(stop):
+    global _data_order, _data_stop_saved
+    with _data_cond:
+        _data_order = None
+        if stop:
+            _data_stop_saved = True
+
+
+def data_stop_saved():
+    return _data_stop_saved
 
 
 def _report_exception(kind, value, tb):

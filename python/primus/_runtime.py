@@ -213,10 +213,17 @@ def _communicator():
 def should_stop():
     """True on every rank at the same step once any rank received a stop signal. Every rank
     calls it once per training step, after training on the step's batch: one max-allreduce of
-    a flag through primus.comm (nothing in a world of one)."""
+    a flag through primus.comm (nothing in a world of one).
+
+    In the dynamic data mode (--primus-data-mode=dynamic) ranks do not step together: a stop
+    signal goes to primus-launch, which orders a checkpoint of every rank (see
+    primus.data.Dataset.checkpoint_due()); should_stop() is True, with no collective, once this
+    rank saved that stop's checkpoint."""
     job = init(torch=False) if _job is None else _job
     local = 1 if _stop_signal is not None else 0
     _control.step_done(_stop_signal)
+    if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
+        return _control.data_stop_saved()
     if job.world_size == 1:
         return bool(local)
     import numpy as np

@@ -28,7 +28,7 @@ stop signals so that only the rank decides when to stop.
 import importlib.util
 import os
 
-from . import _data, _env
+from . import _control, _data, _env
 from ._data import DataError
 
 __all__ = ["Dataset", "DataError"]
@@ -129,6 +129,154 @@ class _Epoch:
         return f"<primus.data epoch {self.epoch}>"
 
 
+class _Dynamic:
+    """The dynamic mode of a Dataset: splits (record ranges within files, the same cut on every
+    rank) handed out by primus-launch; this rank reads its batches from the splits it holds,
+    in order, asking for the next when one runs out. Progress is counted per split as batches
+    are yielded; at a checkpoint the splits go back to primus-launch with their progress."""
+
+    def __init__(self, ds):
+        self._ds = ds
+        self.batch = max(1, ds.global_batch_size // ds.world_size)
+        self.split_records = _data.default_split_records(ds.records, ds.world_size)
+        self._splits = None
+        self._reader = _data.Reader(ds._core)
+        self.epoch = 0
+        self.held = []          # [id, begin, end, done], in the order received
+        self.finished = []      # ids done and not reported yet
+        self.restored = None    # {"epoch", "done", "step"} from load_state_dict
+        self.opened = False
+
+    def splits(self):
+        if self._splits is None:
+            self._splits = _data.cut_splits(self._ds._core, self.split_records)
+        return self._splits
+
+    def meta(self):
+        ds = self._ds
+        return {"version": _STATE_VERSION, "mode": "dynamic", "format": ds.format,
+                "fingerprint": ds.fingerprint, "records": ds.records,
+                "split_records": self.split_records}
+
+    def _open(self):
+        if self.opened:
+            return
+        self.opened = True
+        if self._ds.rank == 0:
+            _control.data_send({"op": "open", "meta": self.meta(),
+                                "sizes": [end - begin for begin, end in self.splits()],
+                                "restored": self.restored})
+
+    def _next_split(self):
+        """A split of this epoch (appended to held), False at the epoch's end, None when a
+        checkpoint was ordered first."""
+        self._open()
+        finished = self.finished.pop(0) if self.finished else None
+        reply = _control.data_request({"op": "next", "epoch": self.epoch, "finished": finished},
+                                      interruptible=True)
+        if reply is None:
+            if finished is not None:
+                self.finished.insert(0, finished)  # the request was dropped: report it again
+            return None
+        if reply.get("op") == "epoch-done":
+            return False
+        split_id = reply["id"]
+        begin, end = self.splits()[split_id]
+        self.held.append([split_id, begin, end, reply["done"]])
+        return True
+
+    def next_batch(self):
+        """This rank's next batch of record numbers: [] when a checkpoint is due first; None at
+        the epoch's end."""
+        ids = []
+        while len(ids) < self.batch:
+            if not self.held:
+                if _control.data_order() is not None:
+                    break
+                got = self._next_split()
+                if not got:
+                    if got is False and not ids:
+                        return None
+                    break
+                continue
+            split = self.held[0]
+            take = min(self.batch - len(ids), split[2] - split[1] - split[3])
+            start = split[1] + split[3]
+            ids.extend(range(start, start + take))
+            split[3] += take
+            if split[1] + split[3] >= split[2]:
+                self.finished.append(split[0])
+                self.held.pop(0)
+        return ids
+
+    def epochs(self, n):
+        while self.epoch < n:
+            yield _DynamicEpoch(self, self.epoch)
+            self.epoch += 1
+
+    def read(self, ids):
+        return self._ds._decoded(self._reader.read(ids))
+
+    def state_dict(self):
+        order = _control.data_order()
+        if order is None:
+            raise RuntimeError("in the dynamic mode the data cursor is taken when primus-launch "
+                               "orders a checkpoint: save when ds.checkpoint_due() names a step")
+        self._open()
+        held = [[s[0], s[3]] for s in self.held] + \
+            [[i, self.splits()[i][1] - self.splits()[i][0]] for i in self.finished]
+        reply = _control.data_request({"op": "release", "step": order["step"], "held": held})
+        if reply.get("op") != "table":
+            raise RuntimeError(f"primus-launch answered a release with {reply.get('op')!r}")
+        self.held, self.finished = [], []
+        _control.data_order_done(bool(reply.get("stop")))
+        return dict(reply["cursor"])
+
+    def load_state_dict(self, state):
+        ds = self._ds
+        for key in ("fingerprint", "records"):
+            if state.get(key) != getattr(ds, key):
+                raise ValueError(f"load_state_dict: the dataset (--primus-data): the cursor was "
+                                 f"saved with {key} {state.get(key)!r}, this run has "
+                                 f"{getattr(ds, key)!r}")
+        self.split_records = int(state["split_records"])
+        self._splits = None
+        if len(state["done"]) != len(self.splits()):
+            raise ValueError("load_state_dict: the cursor's splits do not match the dataset")
+        self.epoch = int(state["epoch"])
+        self.restored = {"epoch": self.epoch, "done": list(state["done"]),
+                         "step": int(state["step"])}
+
+
+class _DynamicEpoch:
+    """One epoch in the dynamic mode: batches of this rank's splits until every split of the
+    epoch is done; [] when a checkpoint is due and this rank has nothing in hand."""
+
+    def __init__(self, dynamic, epoch):
+        self._dynamic = dynamic
+        self.epoch = epoch
+        self._over = False
+
+    def __len__(self):
+        raise TypeError("len() of an epoch: the number of steps is not known in dynamic mode")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._over or self._dynamic.epoch != self.epoch:
+            raise StopIteration
+        ids = self._dynamic.next_batch()
+        if ids is None:
+            self._over = True
+            raise StopIteration
+        self.last_ids = ids
+        return self._dynamic.read(ids) if ids else []
+
+    def __repr__(self):
+        return f"<primus.data epoch {self.epoch} (dynamic)>"
+
+
 class _WorkerView(_Base):
     """What ds.loader() hands to torch's workers: the epoch from the cursor at the start of the
     iteration; worker w of n reads batches start+w, start+w+n, ..."""
@@ -193,9 +341,10 @@ class Dataset(_Base):
         if decode is not None and not callable(decode):
             raise TypeError(f"decode: expected a callable, got {type(decode).__name__}")
         self._decode = decode
-        if self.mode == "dynamic":
-            raise NotImplementedError(
-                "--primus-data-mode=dynamic is not available yet; use the static split")
+        if self.mode == "dynamic" and not os.environ.get("PRIMUS_CONTROL"):
+            raise ValueError("--primus-data-mode=dynamic needs primus-launch, which hands out "
+                             "the splits over its control channel (PRIMUS_CONTROL is not set); "
+                             "run the job under primus-launch, or use the static split")
         self.rank, self.world_size = _env.rank_and_world()
         what = "spec" if spec is not None and os.environ.get("PRIMUS_DATA") != spec \
             else "--primus-data"
@@ -209,6 +358,7 @@ class Dataset(_Base):
         self._consumed = 0
         self._last_step = None
         self._plans = {}
+        self._dynamic = _Dynamic(self) if self.mode == "dynamic" else None
 
     # What the dataset is.
     @property
@@ -265,6 +415,9 @@ class Dataset(_Base):
         """Yields the epochs from the cursor's up to n - 1 (n is absolute: a job resumed in
         epoch 3 of epochs(10) gets epochs 3 to 9). Iterate each one it yields."""
         n = _integer(n, "n", None, 0, (1 << 63) - 1)
+        if self._dynamic is not None:
+            yield from self._dynamic.epochs(n)
+            return
         while True:
             self._normalize()
             if self._epoch >= n:
@@ -291,12 +444,33 @@ class Dataset(_Base):
         self._normalize()
         return _Epoch(self, self._epoch)
 
+    def checkpoint_due(self):
+        """Dynamic mode: the step of the checkpoint primus-launch ordered (a rank asked for one,
+        or a stop signal arrived), which every rank saves now with data_cursor=state_dict();
+        None when there is none. Call it after every batch. Static mode: always None (the loop
+        saves when it chooses, and at primus.should_stop())."""
+        if self._dynamic is None:
+            return None
+        order = _control.data_order()
+        return None if order is None else order["step"]
+
+    def request_checkpoint(self):
+        """Dynamic mode: asks primus-launch for a checkpoint of every rank (checkpoint_due()
+        then names its step on every rank)."""
+        if self._dynamic is None:
+            raise RuntimeError("request_checkpoint() is for --primus-data-mode=dynamic; in the "
+                               "static mode every rank saves at the same step by itself")
+        _control.data_send({"op": "checkpoint"})
+
     def loader(self, num_workers=0, **kwargs):
         """A torch DataLoader over the rest of the cursor's epoch with `num_workers` worker
         processes (batch_size=None: the batches are this rank's shares). The loop receives them
         in order and the cursor advances as it does; workers ignore the stop signals."""
         import torch.utils.data
 
+        if self._dynamic is not None:
+            raise RuntimeError("loader(): DataLoader workers are for the static split; in the "
+                               "dynamic mode iterate ds.epochs(n) in the rank")
         dataset = self
 
         class _Loader(torch.utils.data.DataLoader):
@@ -334,7 +508,13 @@ class Dataset(_Base):
 
     def state_dict(self):
         """The cursor, with what it depends on: a plain dict of numbers and strings, for
-        primus.checkpoint.save(..., data_cursor=ds.state_dict()) (or anywhere in the state)."""
+        primus.checkpoint.save(..., data_cursor=ds.state_dict()) (or anywhere in the state).
+
+        Dynamic mode: only when a checkpoint is due (checkpoint_due()); this rank gives its
+        splits back to primus-launch and gets the whole queue's progress, the same on every
+        rank."""
+        if self._dynamic is not None:
+            return self._dynamic.state_dict()
         self._normalize()
         state = {"version": _STATE_VERSION, "epoch": self._epoch, "consumed": self._consumed,
                  "format": self.format, "mode": self.mode}
@@ -348,6 +528,13 @@ class Dataset(_Base):
         if not isinstance(state, dict):
             raise TypeError(f"load_state_dict: expected the dict of state_dict(), got "
                             f"{type(state).__name__}")
+        if self._dynamic is not None or state.get("mode") == "dynamic":
+            if self._dynamic is None or state.get("mode") != "dynamic":
+                raise ValueError(f"load_state_dict: the data mode (--primus-data-mode): the "
+                                 f"cursor was saved in {state.get('mode', 'static')} mode, this "
+                                 f"run is {self.mode}")
+            self._dynamic.load_state_dict(state)
+            return
         missing = [key for key in ("version", "epoch", "consumed", *self._settings())
                    if key not in state]
         if missing:

@@ -75,6 +75,51 @@ PlanSettings settings_from_dict(const py::dict& d) {
   return settings;
 }
 
+// A batch as Python sees it: a list of bytes, or for fixed-size records one (n, size) uint8
+// array.
+py::object to_python(const Dataset& dataset, const RecordBatch& batch) {
+  const auto& format = dataset.format();
+  if (format.kind == primus::FormatKind::kFixed) {
+    const auto width = static_cast<py::ssize_t>(format.record_size);
+    py::array_t<std::uint8_t> rows({static_cast<py::ssize_t>(batch.size()), width});
+    auto* out = rows.mutable_data();
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      std::memcpy(out + i * format.record_size, batch.data(i), format.record_size);
+    return std::move(rows);
+  }
+  py::list records(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    PyObject* bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(batch.data(i)),
+                                                static_cast<Py_ssize_t>(batch.length(i)));
+    if (bytes == nullptr) throw py::error_already_set();
+    PyList_SET_ITEM(records.ptr(), static_cast<Py_ssize_t>(i), bytes);
+  }
+  return std::move(records);
+}
+
+// Records by number, for the dynamic mode (and the tests); a reader of its own per process.
+class Reader {
+ public:
+  explicit Reader(std::shared_ptr<const Dataset> dataset) : dataset_(std::move(dataset)) {}
+  py::object read(const std::vector<std::uint64_t>& ids) {
+    {
+      py::gil_scoped_release release;
+      if (!reader_ || pid_ != ::getpid()) {
+        reader_ = std::make_unique<RecordReader>(dataset_);
+        pid_ = ::getpid();
+      }
+      reader_->read(ids.data(), ids.size(), batch_);
+    }
+    return to_python(*dataset_, batch_);
+  }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  std::unique_ptr<RecordReader> reader_;
+  RecordBatch batch_;
+  pid_t pid_ = 0;
+};
+
 // One epoch's plan over a dataset, and a reader of its own (each DataLoader worker copies the
 // Python object, then makes its own reader on first use after the fork).
 class Plan {
@@ -111,30 +156,10 @@ class Plan {
         if (!sequential) reader_->prefetch(next_ids_.data(), next_ids_.size());
       }
     }
-    return to_python(batch);
+    return to_python(*dataset_, batch);
   }
 
  private:
-  py::object to_python(const RecordBatch& batch) const {
-    const auto& format = dataset_->format();
-    if (format.kind == primus::FormatKind::kFixed) {
-      const auto width = static_cast<py::ssize_t>(format.record_size);
-      py::array_t<std::uint8_t> rows({static_cast<py::ssize_t>(batch.size()), width});
-      auto* out = rows.mutable_data();
-      for (std::size_t i = 0; i < batch.size(); ++i)
-        std::memcpy(out + i * format.record_size, batch.data(i), format.record_size);
-      return std::move(rows);
-    }
-    py::list records(batch.size());
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      PyObject* bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(batch.data(i)),
-                                                  static_cast<Py_ssize_t>(batch.length(i)));
-      if (bytes == nullptr) throw py::error_already_set();
-      PyList_SET_ITEM(records.ptr(), static_cast<Py_ssize_t>(i), bytes);
-    }
-    return std::move(records);
-  }
-
   std::shared_ptr<const Dataset> dataset_;
   EpochPlan plan_;
   std::unique_ptr<RecordReader> reader_;
@@ -209,6 +234,19 @@ PYBIND11_MODULE(_data, m) {
       .def("share", &Plan::share, py::arg("step"), py::arg("rank"))
       .def("read_share", &Plan::read_share, py::arg("step"), py::arg("rank"),
            py::arg("prefetch") = -1);
+
+  py::class_<Reader>(m, "Reader")
+      .def(py::init<const std::shared_ptr<Dataset>&>(), py::arg("dataset"))
+      .def("read", &Reader::read, py::arg("ids"));
+
+  // The dynamic mode's splits: [(begin, end)] record ranges, within files, in dataset order.
+  m.def("cut_splits", [](const std::shared_ptr<Dataset>& dataset, std::uint64_t split_records) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    for (const auto& split : primus::data::cut_splits(*dataset, split_records))
+      out.emplace_back(split.begin, split.end);
+    return out;
+  });
+  m.def("default_split_records", &primus::data::default_split_records);
 
   // None when a cursor saved with `saved` continues under `now` (dicts of primus.data's
   // state_dict), else the difference.

@@ -378,3 +378,117 @@ def test_preempted_with_dataloader_workers_and_resumed_on_more_ranks_reads_exact
     for epoch in (0, 1):
         ids = [i for (e, _), b in got.items() if e == epoch for i in b]
         assert sorted(ids) == list(range(RECORDS))
+
+
+def run_dynamic(workdir, nproc, run, *options, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "RANK",
+                                                                     "WORLD_SIZE"))}
+    env.update({k: str(v) for k, v in extra.items()})
+    env.update(OUT=str(workdir), RUN=run, PRIMUS_DATA_MODE="dynamic",
+               PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    return subprocess.run([LAUNCHER, "--nproc", str(nproc), "--label", *options, "--",
+                           sys.executable, os.path.join(HERE, "read_dynamic.py")],
+                          cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+
+
+def kept_records(workdir):
+    """{epoch: [ids]} of what the final state descends from: for every attempt but the last,
+    what each rank read before it saved the checkpoint the next attempt resumed from (the last
+    one saved in that attempt); for the last attempt, everything. Also {rank: records read}."""
+    lines = {}
+    for name in os.listdir(workdir):
+        if name.startswith("rank-"):
+            lines[int(name[5:-6])] = [json.loads(l) for l in open(os.path.join(workdir, name))]
+    runs = sorted({(e["run"], e["attempt"]) for entries in lines.values() for e in entries})
+    kept, by_rank = {}, {}
+    for position, key in enumerate(runs):
+        last = position == len(runs) - 1
+        saved_steps = [e["saved"] for entries in lines.values() for e in entries
+                       if (e["run"], e["attempt"]) == key and "saved" in e]
+        resume = max(saved_steps) if saved_steps else None
+        for rank, entries in lines.items():
+            pending = []
+            for e in entries:
+                if (e["run"], e["attempt"]) != key:
+                    continue
+                if "saved" in e:
+                    if e["saved"] == resume:
+                        for epoch, ids in pending:
+                            kept.setdefault(epoch, []).extend(ids)
+                        pending = []
+                    continue
+                pending.append((e["epoch"], e["ids"]))
+                by_rank[rank] = by_rank.get(rank, 0) + len(e["ids"])
+            if last:
+                for epoch, ids in pending:
+                    kept.setdefault(epoch, []).extend(ids)
+    return kept, by_rank
+
+
+def small_lines(directory, records):
+    directory.mkdir()
+    sizes = [records // 3, 0, records - records // 3 - 7, 7]
+    i = 0
+    for f, size in enumerate(sizes):
+        (directory / f"part-{f}").write_text("".join(f"{i + k}\n" for k in range(size)))
+        i += size
+    return str(directory)
+
+
+def test_dynamic_mode_faster_ranks_read_more_and_every_record_once(tmp_path):
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.skip(f"{LAUNCHER} is not built")
+    records = 20000
+    spec = small_lines(tmp_path / "data", records)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = run_dynamic(work, 3, "a", PRIMUS_DATA=spec, PRIMUS_DATA_FORMAT="lines",
+                       PRIMUS_GLOBAL_BATCH_SIZE=60, SLOW_RANK=2, SLOW_SECONDS=0.01)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in range(3):
+        assert f"{rank}: rank {rank}: finished" in done.stdout, done.stdout
+    kept, by_rank = kept_records(work)
+    for epoch in (0, 1):
+        assert sorted(kept[epoch]) == list(range(records)), f"epoch {epoch}"
+    slow = by_rank.get(2, 0)
+    assert by_rank[0] > 2 * slow and by_rank[1] > 2 * slow, by_rank
+
+
+def test_dynamic_mode_a_failed_rank_and_a_preemption_resume_every_split_exactly_once(tmp_path):
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.skip(f"{LAUNCHER} is not built")
+    records = 4000
+    spec = small_lines(tmp_path / "data", records)
+    settings = dict(PRIMUS_DATA=spec, PRIMUS_DATA_FORMAT="lines", PRIMUS_GLOBAL_BATCH_SIZE=30,
+                    CKPT_EVERY=5, SLOW_RANK=1, SLOW_SECONDS=0.01)
+    # Rank 2 dies after its 12th batch, mid-split; the attempt ends and the next one resumes
+    # every split from the last committed checkpoint.
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    result = run_dynamic(failed, 3, "a", "--primus-max-restarts", "1", FAIL_RANK=2, FAIL_AT=12,
+                         **settings)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rank 2 on" in result.stderr and "exit status 3" in result.stderr, result.stderr
+    kept, _ = kept_records(failed)
+    for epoch in (0, 1):
+        assert sorted(kept[epoch]) == list(range(records)), f"epoch {epoch}"
+
+    # A stop: SIGTERM to rank 0's group; primus-launch orders a checkpoint of every rank, they
+    # save it and exit 75; the rerun on two ranks resumes from it.
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    result = run_dynamic(stopped, 3, "a", STOP_AT=8, **settings)
+    assert result.returncode == 75, result.stdout + result.stderr
+    assert result.stdout.count("stopped after checkpoint") == 3, result.stdout
+    result = run_dynamic(stopped, 2, "b", **settings)
+    assert result.returncode == 0, result.stdout + result.stderr
+    kept, _ = kept_records(stopped)
+    for epoch in (0, 1):
+        assert sorted(kept[epoch]) == list(range(records)), f"epoch {epoch}"
+
+
+def test_dynamic_mode_without_primus_launch_is_an_error(tmp_path, monkeypatch):
+    spec = small_lines(tmp_path / "data", 10)
+    monkeypatch.delenv("PRIMUS_CONTROL", raising=False)
+    with pytest.raises(ValueError, match="dynamic needs primus-launch"):
+        Dataset(spec, format="lines", global_batch_size=2, mode="dynamic")
