@@ -557,6 +557,8 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     setup.allocation = allocation;
     setup.node = node;
     setup.preempted_status = preempted;
+    DataTasks data(world);  // every attempt opens the queue again, from its checkpoint
+    if (dynamic_data(options)) setup.data = &data;
 
     const SlurmAttemptResult result = run_slurm_attempt(setup, control, events);
     const auto node_of = [&](int rank) {

@@ -15,6 +15,9 @@ import pytest
 import primus.data
 from primus.data import DataError, Dataset
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from data_oracle import kept_records  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCHER = os.environ.get("PRIMUS_LAUNCH", os.path.abspath("primus-launch"))
 RECORDS = 200_000
@@ -389,40 +392,6 @@ def run_dynamic(workdir, nproc, run, *options, **extra):
     return subprocess.run([LAUNCHER, "--nproc", str(nproc), "--label", *options, "--",
                            sys.executable, os.path.join(HERE, "read_dynamic.py")],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
-
-
-def kept_records(workdir):
-    """{epoch: [ids]} of what the final state descends from: for every attempt but the last,
-    what each rank read before it saved the checkpoint the next attempt resumed from (the last
-    one saved in that attempt); for the last attempt, everything. Also {rank: records read}."""
-    lines = {}
-    for name in os.listdir(workdir):
-        if name.startswith("rank-"):
-            lines[int(name[5:-6])] = [json.loads(l) for l in open(os.path.join(workdir, name))]
-    runs = sorted({(e["run"], e["attempt"]) for entries in lines.values() for e in entries})
-    kept, by_rank = {}, {}
-    for position, key in enumerate(runs):
-        last = position == len(runs) - 1
-        saved_steps = [e["saved"] for entries in lines.values() for e in entries
-                       if (e["run"], e["attempt"]) == key and "saved" in e]
-        resume = max(saved_steps) if saved_steps else None
-        for rank, entries in lines.items():
-            pending = []
-            for e in entries:
-                if (e["run"], e["attempt"]) != key:
-                    continue
-                if "saved" in e:
-                    if e["saved"] == resume:
-                        for epoch, ids in pending:
-                            kept.setdefault(epoch, []).extend(ids)
-                        pending = []
-                    continue
-                pending.append((e["epoch"], e["ids"]))
-                by_rank[rank] = by_rank.get(rank, 0) + len(e["ids"])
-            if last:
-                for epoch, ids in pending:
-                    kept.setdefault(epoch, []).extend(ids)
-    return kept, by_rank
 
 
 def small_lines(directory, records):
