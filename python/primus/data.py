@@ -18,6 +18,19 @@ counts as consumed once yielded: train on it, call should_stop(), then save. The
 (state_dict) resumes the same order on the same, fewer or more ranks; a cursor saved with another
 dataset, global batch size, shuffle, seed or drop_last is refused, naming the difference.
 
+--primus-data-mode=dynamic (under primus-launch only) is for asynchronous or uneven work, with
+no collective per step and no DDP: primus-launch hands out splits of the dataset to the ranks
+that ask, so faster ranks read more, and orders every checkpoint:
+
+    for epoch in ds.epochs(10):
+        for batch in epoch:                 # [] when a checkpoint is due and nothing is in hand
+            work(batch)
+            step = ds.checkpoint_due()      # a rank asked (ds.request_checkpoint()) or a stop
+            if step is not None:
+                primus.checkpoint.save(state, step, data_cursor=ds.state_dict())
+            if primus.should_stop():        # after a stop's checkpoint
+                sys.exit(primus.EXIT_PREEMPTED)
+
 With torch installed, a Dataset is a torch.utils.data.IterableDataset: DataLoader(ds,
 batch_size=None) iterates the current epoch in the rank's process (num_workers=0). For worker
 processes use ds.loader(num_workers=N): worker w reads every N-th batch (decode runs there), the
