@@ -5,15 +5,11 @@
 #include "../common/crc32c.hpp"
 
 namespace primus::data {
-namespace {
-
-std::string hex32(std::uint32_t value) {
+std::string crc_text(std::uint32_t crc) {
   char text[11];
-  std::snprintf(text, sizeof text, "0x%08x", value);
+  std::snprintf(text, sizeof text, "0x%08x", crc);
   return text;
 }
-
-}  // namespace
 
 std::uint32_t mask_crc(std::uint32_t crc) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8U;
@@ -46,14 +42,14 @@ std::optional<std::string> check_tfrecord_frame(const std::uint8_t* frame, std::
   }
   const std::uint32_t length_crc = masked_crc32c(frame, 8);
   if (length_crc != load_u32le(frame + 8)) {
-    return "wrong CRC-32C of the length (stored " + hex32(load_u32le(frame + 8)) + ", computed " +
-           hex32(length_crc) + ")";
+    return "wrong CRC-32C of the length (stored " + crc_text(load_u32le(frame + 8)) +
+           ", computed " + crc_text(length_crc) + ")";
   }
   const std::uint32_t data_crc = masked_crc32c(frame + kTfrecordHeader, length);
   const std::uint32_t stored = load_u32le(frame + kTfrecordHeader + length);
   if (data_crc != stored) {
-    return "wrong CRC-32C of the data (stored " + hex32(stored) + ", computed " + hex32(data_crc) +
-           ")";
+    return "wrong CRC-32C of the data (stored " + crc_text(stored) + ", computed " +
+           crc_text(data_crc) + ")";
   }
   return std::nullopt;
 }

@@ -7,15 +7,6 @@
 #include <cstring>
 
 namespace primus::data {
-namespace {
-
-std::string hex32(std::uint32_t value) {
-  char text[11];
-  std::snprintf(text, sizeof text, "0x%08x", value);
-  return text;
-}
-
-}  // namespace
 
 IndexScanner::IndexScanner(FormatKind kind) : kind_(kind) {
   if (kind == FormatKind::kFixed) throw Error("fixed-size records have no index to scan");
@@ -57,7 +48,8 @@ void IndexScanner::feed_tfrecord(const std::uint8_t* data, std::size_t size) {
         const std::uint32_t computed = masked_crc32c(pending_, 8);
         if (stored != computed) {
           throw RecordError(record_start_, "wrong CRC-32C of the record's length (stored " +
-                                               hex32(stored) + ", computed " + hex32(computed) +
+                                               crc_text(stored) + ", computed " +
+                                               crc_text(computed) +
                                                "): not TFRecord framing, or a damaged file");
         }
         data_length_ = data_left_ = load_u64le(pending_);
@@ -93,8 +85,8 @@ void IndexScanner::feed_tfrecord(const std::uint8_t* data, std::size_t size) {
         const std::uint32_t computed = mask_crc(~data_crc_state_);
         if (stored != computed) {
           throw RecordError(record_start_, "wrong CRC-32C of the record's data (stored " +
-                                               hex32(stored) + ", computed " + hex32(computed) +
-                                               ")");
+                                               crc_text(stored) + ", computed " +
+                                               crc_text(computed) + ")");
         }
         pending_size_ = 0;
         part_ = Part::kHeader;

@@ -76,7 +76,7 @@ void parse_stored(const std::uint8_t* data, std::size_t size) {
   // 8-byte aligned, as mmap gives it; the identity the header claims, so that the checks behind
   // it are reached (a forger writes whatever identity the file has).
   std::vector<std::uint64_t> aligned((size + 7) / 8);
-  std::memcpy(aligned.data(), data, size);
+  if (size > 0) std::memcpy(aligned.data(), data, size);
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(aligned.data());
   const FileIdentity identity{header_u64(bytes, size, 24), header_u64(bytes, size, 32),
                               header_u64(bytes, size, 40), header_u64(bytes, size, 48),

@@ -27,6 +27,9 @@ inline constexpr std::size_t kTfrecordOverhead = kTfrecordHeader + kTfrecordFoot
 std::uint32_t mask_crc(std::uint32_t crc);
 std::uint32_t masked_crc32c(const void* data, std::size_t size);
 
+// "0x1234abcd", as messages show a CRC.
+std::string crc_text(std::uint32_t crc);
+
 std::uint64_t load_u64le(const std::uint8_t* bytes);
 std::uint32_t load_u32le(const std::uint8_t* bytes);
 
