@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "primus/common/error.hpp"
 
@@ -74,6 +76,39 @@ TEST(Options, CommandLineErrorsNameTheOptionAndTheExpectation) {
               parse_command_line_options(OptionSource::kSrun, {{"primus-ckpt-dir", "a\nb"}});
             }).find("--primus-ckpt-dir"),
             std::string::npos);
+}
+
+TEST(Options, TheDataRowsCheckTheirValues) {
+  const auto check = [](const char* name, const char* value) -> std::string {
+    try {
+      parse_command_line_options(OptionSource::kSrun, {{name, value}});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, const char*>>{{"primus-data-format", "tfrecord"},
+                                                        {"primus-data-format", "fixed:3072"},
+                                                        {"primus-data-mode", "dynamic"},
+                                                        {"primus-global-batch-size", "4096"},
+                                                        {"primus-seed", "18446744073709551615"},
+                                                        {"primus-shuffle", "blocks"},
+                                                        {"primus-shuffle-block", "1"},
+                                                        {"primus-data", "/scratch/train-*"}}) {
+    EXPECT_EQ(check(name, value), "") << name << "=" << value;
+  }
+  EXPECT_EQ(check("primus-data-format", "csv"),
+            "--primus-data-format: expected lines, fixed:N (N-byte records, N from 1 to "
+            "1073741824) or tfrecord, got 'csv'");
+  EXPECT_NE(check("primus-data-format", "fixed:0").find("expected lines"), std::string::npos);
+  EXPECT_NE(check("primus-data-mode", "elastic").find("'static' or 'dynamic'"), std::string::npos);
+  EXPECT_NE(check("primus-global-batch-size", "0").find("from 1"), std::string::npos);
+  EXPECT_NE(check("primus-seed", "18446744073709551616").find("--primus-seed"), std::string::npos);
+  EXPECT_NE(check("primus-shuffle", "files").find("none, records, blocks"), std::string::npos);
+  EXPECT_NE(check("primus-shuffle-block", "-1").find("--primus-shuffle-block"), std::string::npos);
+  EXPECT_EQ(find_option("primus-global-batch-size")->default_value, "")
+      << "a global batch size has no default";
 }
 
 TEST(Options, SiteArgumentsAreValidatedByKey) {
