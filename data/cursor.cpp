@@ -73,8 +73,7 @@ std::uint64_t EpochPlan::consumed_after(std::uint64_t step) const {
 void EpochPlan::positions(const PositionRange& range, std::vector<std::uint64_t>& ids) const {
   ids.clear();
   ids.reserve(range.size());
-  for (std::uint64_t p = range.begin; p < range.end; ++p)
-    ids.push_back(order_.record_at(p));
+  order_.append_records(range.begin, range.end, ids);
 }
 
 void EpochPlan::share(std::uint64_t step, std::uint32_t rank,

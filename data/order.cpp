@@ -1,5 +1,7 @@
 #include "primus/data/order.hpp"
 
+#include <algorithm>
+
 #include "primus/common/error.hpp"
 
 namespace primus::data {
@@ -152,6 +154,28 @@ std::uint64_t GlobalOrder::record_at(std::uint64_t position) const {
     offset = after % block;
   }
   return permutation_(slot) * block + offset;
+}
+
+void GlobalOrder::append_records(std::uint64_t begin, std::uint64_t end,
+                                 std::vector<std::uint64_t>& out) const {
+  if (spec_.shuffle != Shuffle::kBlocks) {
+    for (std::uint64_t p = begin; p < end; ++p)
+      out.push_back(record_at(p));
+    return;
+  }
+  // Within a block the records follow each other: map the first position of each block
+  // crossed, then count on.
+  std::uint64_t p = begin;
+  while (p < end) {
+    const std::uint64_t first = record_at(p);
+    // Positions left in this block: up to the block's end in the dataset.
+    const std::uint64_t block_end =
+        std::min<std::uint64_t>((first / spec_.block + 1) * spec_.block, spec_.records);
+    const std::uint64_t run = std::min(end - p, block_end - first);
+    for (std::uint64_t i = 0; i < run; ++i)
+      out.push_back(first + i);
+    p += run;
+  }
 }
 
 }  // namespace primus::data

@@ -133,5 +133,25 @@ TEST(DataOrder, ABlockOfNoRecordsIsRefusedAndShuffleNamesParse) {
   EXPECT_EQ(to_string(Shuffle::kBlocks), "blocks");
 }
 
+TEST(DataOrder, RangesOfPositionsMapAsOnePositionAtATime) {
+  for (const Shuffle shuffle : {Shuffle::kNone, Shuffle::kRecords, Shuffle::kBlocks}) {
+    for (const std::uint64_t records : {0ULL, 1ULL, 7ULL, 100ULL, 1001ULL}) {
+      const GlobalOrder order({records, shuffle, 16, 5}, 3);
+      for (std::uint64_t begin = 0; begin <= records; begin += 13) {
+        for (const std::uint64_t length : {0ULL, 1ULL, 15ULL, 16ULL, 17ULL, 64ULL}) {
+          const std::uint64_t end = std::min(records, begin + length);
+          std::vector<std::uint64_t> got;
+          order.append_records(begin, end, got);
+          std::vector<std::uint64_t> want;
+          for (std::uint64_t p = begin; p < end; ++p)
+            want.push_back(order.record_at(p));
+          ASSERT_EQ(got, want) << to_string(shuffle) << " " << records << " [" << begin << ", "
+                               << end << ")";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace primus::data

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "primus/common/keyed_hash.hpp"
 
@@ -60,6 +61,10 @@ class GlobalOrder {
   GlobalOrder(const OrderSpec& spec, std::uint64_t epoch);
   std::uint64_t size() const { return spec_.records; }
   std::uint64_t record_at(std::uint64_t position) const;
+  // record_at(p) for p in [begin, end), appended to `out`: one permutation call per block
+  // crossed with shuffle=blocks, not one per record.
+  void append_records(std::uint64_t begin, std::uint64_t end,
+                      std::vector<std::uint64_t>& out) const;
 
  private:
   OrderSpec spec_;
