@@ -16,7 +16,15 @@ def ddp(model, **kwargs):
     """`model` wrapped in DistributedDataParallel for exact resumes (see the module's text); the
     keyword arguments go to DistributedDataParallel. In a world of one (no torch.distributed
     process group) the model comes back as it is. find_unused_parameters=False and
-    static_graph=True are refused: both let the reducer rebuild its buckets."""
+    static_graph=True are refused: both let the reducer rebuild its buckets. Refused in the
+    dynamic data mode, whose ranks do not step together."""
+    import os
+
+    if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
+        raise RuntimeError("primus.ddp: --primus-data-mode=dynamic has no step that every rank "
+                           "takes together, and DDP all-reduces the gradients at every step "
+                           "(the ranks would wait for each other forever); use the static "
+                           "split for synchronous training")
     import torch
     import torch.distributed as dist
 

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+import primus
 import primus.data
 from primus.data import DataError, Dataset
 
@@ -456,8 +457,11 @@ def test_dynamic_mode_a_failed_rank_and_a_preemption_resume_every_split_exactly_
         assert sorted(kept[epoch]) == list(range(records)), f"epoch {epoch}"
 
 
-def test_dynamic_mode_without_primus_launch_is_an_error(tmp_path, monkeypatch):
+def test_dynamic_mode_without_primus_launch_or_with_ddp_is_an_error(tmp_path, monkeypatch):
     spec = small_lines(tmp_path / "data", 10)
     monkeypatch.delenv("PRIMUS_CONTROL", raising=False)
     with pytest.raises(ValueError, match="dynamic needs primus-launch"):
         Dataset(spec, format="lines", global_batch_size=2, mode="dynamic")
+    monkeypatch.setenv("PRIMUS_DATA_MODE", "dynamic")
+    with pytest.raises(RuntimeError, match="has no step that every rank takes together"):
+        primus.ddp(object())
