@@ -57,18 +57,8 @@ int run(int argc, char** argv) {
     }
     // The report is printed only when the command returns: an error leaves stdout empty.
     // Both streams are printed through printable(): names and fields come from the files.
-    std::ostringstream out;
-    std::ostringstream err;
-    int status = kExitUsage;
-    try {
-      status = command.run(args, out, err);
-    } catch (...) {
-      std::cerr << printable(err.str(), true);
-      throw;
-    }
-    std::cerr << printable(err.str(), true);
-    std::cout << printable(out.str(), true) << std::flush;
-    return status;
+    return run_printing(
+        [&](std::ostream& out, std::ostream& err) { return command.run(args, out, err); });
   }
   if (first.rfind('-', 0) == 0) throw UsageError("unknown option '" + first + "' (see --help)");
   throw UsageError("unknown command '" + first +

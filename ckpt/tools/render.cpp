@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <sstream>
 
 namespace primus::ckpt::tool {
 
@@ -189,6 +191,21 @@ std::string printable(std::string_view text, bool keep_layout) {
 
 void print_json(std::ostream& out, const Json& document) {
   out << document.dump(2, ' ', true, Json::error_handler_t::replace) << "\n";
+}
+
+int run_printing(const std::function<int(std::ostream& out, std::ostream& err)>& command) {
+  std::ostringstream out;
+  std::ostringstream err;
+  int status = 0;
+  try {
+    status = command(out, err);
+  } catch (...) {
+    std::cerr << printable(err.str(), true);
+    throw;
+  }
+  std::cerr << printable(err.str(), true);
+  std::cout << printable(out.str(), true) << std::flush;
+  return status;
 }
 
 }  // namespace primus::ckpt::tool

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -53,6 +54,11 @@ std::string format_double(double value);
 // stay as they are. Tensor names, state keys and manifest fields come from files that may be
 // hostile: every table cell and message goes through this.
 std::string printable(std::string_view text, bool keep_layout);
+
+// Runs a tool's command, which writes its report to `out` and notes to `err`; prints both
+// through printable(), stdout only when the command returns (an error leaves it empty, and
+// stderr still shows what was noted before the error, which is rethrown). Returns its status.
+int run_printing(const std::function<int(std::ostream& out, std::ostream& err)>& command);
 
 // The document, indented, then a newline. Non-ASCII characters are written as \u escapes;
 // invalid UTF-8 in strings is replaced, not fatal.

@@ -22,6 +22,7 @@ using ckpt::tool::Json;
 using ckpt::tool::print_json;
 using ckpt::tool::printable;
 using ckpt::tool::quote_truncated;
+using ckpt::tool::run_printing;
 using ckpt::tool::Table;
 using cli::UsageError;
 
@@ -349,18 +350,8 @@ int main_(int argc, char** argv) {
       std::cout << command.help;
       return kExitOk;
     }
-    std::ostringstream out;
-    std::ostringstream err;
-    int status = kExitUsage;
-    try {
-      status = run(command, args, out, err);
-    } catch (...) {
-      std::cerr << printable(err.str(), true);
-      throw;
-    }
-    std::cerr << printable(err.str(), true);
-    std::cout << printable(out.str(), true) << std::flush;
-    return status;
+    return run_printing(
+        [&](std::ostream& out, std::ostream& err) { return run(command, args, out, err); });
   }
   if (first.rfind('-', 0) == 0) throw UsageError("unknown option '" + first + "' (see --help)");
   throw UsageError("unknown command '" + first +
