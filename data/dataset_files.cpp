@@ -45,7 +45,12 @@ std::vector<std::string> from_manifest(const std::string& manifest, const std::s
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line.front() == '#') continue;
-    const std::string path = line.front() == '/' ? line : base + "/" + line;
+    std::string path = line;
+    if (line.front() != '/') {
+      path = base;
+      path += '/';
+      path += line;
+    }
     const std::string where = manifest + ":" + std::to_string(number) + ": ";
     struct stat entry {};
     if (::stat(path.c_str(), &entry) != 0) {

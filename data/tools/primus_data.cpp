@@ -20,7 +20,6 @@ namespace {
 using ckpt::tool::bytes_column;
 using ckpt::tool::Json;
 using ckpt::tool::print_json;
-using ckpt::tool::printable;
 using ckpt::tool::quote_truncated;
 using ckpt::tool::run_printing;
 using ckpt::tool::Table;
@@ -128,9 +127,9 @@ std::string_view origin_name(IndexOrigin origin) {
 std::string setting(const cli::Parsed& args, const std::string& name) {
   if (const auto given = args.value(name)) return given->empty() ? "1" : *given;
   const OptionSpec* spec = find_option(name);
-  const std::string fallback = spec != nullptr ? std::string(spec->default_value) : "";
+  std::string fallback = spec != nullptr ? std::string(spec->default_value) : "";
   if (spec == nullptr || spec->env.empty()) return fallback;
-  const std::string from_env = environment_or(std::string(spec->env).c_str(), "");
+  std::string from_env = environment_or(std::string(spec->env).c_str(), "");
   if (from_env.empty()) return fallback;
   if (const auto problem = spec->validate != nullptr ? spec->validate(from_env) : std::nullopt) {
     throw UsageError(std::string(spec->env) + ": expected " + *problem + ", got '" + from_env +

@@ -175,6 +175,7 @@ PYBIND11_MODULE(_data, m) {
   m.doc() = "libprimus-data: datasets, their indexes, the order and split of every epoch";
   static py::exception<primus::Error> data_error(m, "DataError", PyExc_RuntimeError);
   // Local: only what this module raises (libprimus-ckpt's errors are primus::Error too).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): pybind11's translator signature
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -262,14 +263,13 @@ PYBIND11_MODULE(_data, m) {
     const std::string payload = data;
     std::string frame(payload.size() + primus::data::kTfrecordOverhead, '\0');
     const std::uint64_t length = payload.size();
-    for (int i = 0; i < 8; ++i)
-      frame[static_cast<std::size_t>(i)] = static_cast<char>(length >> (8 * i));
+    for (std::size_t i = 0; i < 8; ++i)
+      frame[i] = static_cast<char>(length >> (8 * i));
     const std::uint32_t length_crc = primus::data::masked_crc32c(frame.data(), 8);
     const std::uint32_t data_crc = primus::data::masked_crc32c(payload.data(), payload.size());
-    for (int i = 0; i < 4; ++i) {
-      frame[static_cast<std::size_t>(8 + i)] = static_cast<char>(length_crc >> (8 * i));
-      frame[payload.size() + 12 + static_cast<std::size_t>(i)] =
-          static_cast<char>(data_crc >> (8 * i));
+    for (std::size_t i = 0; i < 4; ++i) {
+      frame[8 + i] = static_cast<char>(length_crc >> (8 * i));
+      frame[payload.size() + 12 + i] = static_cast<char>(data_crc >> (8 * i));
     }
     std::copy(payload.begin(), payload.end(), frame.begin() + 12);
     return py::bytes(frame);
