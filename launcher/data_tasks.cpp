@@ -48,6 +48,7 @@ std::vector<DataMessage> DataTasks::receive(std::uint32_t rank, const std::strin
   }
   if (op == "release") return handle_release(rank, line);
   if (op == "checkpoint") return order_checkpoint(false);
+  if (op == "leave") return handle_leave(rank);
   return {error(rank, "unknown data operation '" + op + "'")};
 }
 
@@ -151,8 +152,33 @@ std::vector<DataMessage> DataTasks::handle_next(std::uint32_t rank, std::uint64_
   return serve_waiting();
 }
 
+std::vector<DataMessage> DataTasks::handle_leave(std::uint32_t rank) {
+  if (checkpoint_step_) {
+    if (released_.count(rank) != 0) return {};
+    return {
+        {rank,
+         line_of({{"op", "checkpoint"}, {"step", *checkpoint_step_}, {"stop", checkpoint_stop_}})}};
+  }
+  if (closed_) return {{rank, line_of({{"op", "left"}})}};
+  leaving_.insert(rank);
+  return maybe_close();
+}
+
+std::vector<DataMessage> DataTasks::maybe_close() {
+  if (closed_ || leaving_.empty()) return {};
+  for (std::uint32_t r = 0; r < world_size_; ++r) {
+    if (gone_.count(r) == 0 && leaving_.count(r) == 0) return {};
+  }
+  closed_ = true;
+  std::vector<DataMessage> out;
+  for (const std::uint32_t r : leaving_)
+    out.push_back({r, line_of({{"op", "left"}})});
+  return out;
+}
+
 std::vector<DataMessage> DataTasks::order_checkpoint(bool stop) {
-  if (!opened_) return {};
+  // After the end every rank is leaving: nobody could save with them.
+  if (!opened_ || closed_) return {};
   if (checkpoint_step_) {
     checkpoint_stop_ = checkpoint_stop_ || stop;
     return {};
@@ -161,6 +187,7 @@ std::vector<DataMessage> DataTasks::order_checkpoint(bool stop) {
   checkpoint_stop_ = stop;
   released_.clear();
   waiting_.clear();  // answered after the table, when they ask again
+  leaving_.clear();  // they save first, then ask to leave again
   std::vector<DataMessage> out;
   for (std::uint32_t rank = 0; rank < world_size_; ++rank) {
     if (gone_.count(rank) != 0) continue;
@@ -226,13 +253,14 @@ std::vector<DataMessage> DataTasks::finish_checkpoint() {
 std::vector<DataMessage> DataTasks::rank_gone(std::uint32_t rank) {
   gone_.insert(rank);
   waiting_.erase(rank);
+  leaving_.erase(rank);
   if (checkpoint_step_) {
     for (std::uint32_t r = 0; r < world_size_; ++r) {
       if (gone_.count(r) == 0 && released_.count(r) == 0) return {};
     }
     return finish_checkpoint();
   }
-  return {};
+  return maybe_close();
 }
 
 }  // namespace primus::launch

@@ -13,17 +13,23 @@
 // its step; every rank gives back the splits it holds with their progress ("release"), and once
 // all have, every rank gets the table (the cursor to save) and the splits go back in the queue.
 // A stop is such a checkpoint after which the ranks exit.
+// The end: a checkpoint's save is collective, so no rank may leave while another could still
+// order one. A rank at the end of its last epoch asks to leave and waits; when every rank has,
+// all get "left" and no checkpoint is taken any more. A checkpoint ordered meanwhile goes to
+// the waiting ranks too (they save, then ask again).
 //
 // Ranks send {"type": "data", "op": ...}:
 //   open     {"meta": {...}, "sizes": [n, ...], "restored": {"epoch", "done": [...], "step"}|null}
 //   next     {"epoch": e, "finished": id|null}
 //   release  {"step": S, "held": [[id, done], ...]}
 //   checkpoint (a request, no fields)
+//   leave    (at the end of the last epoch)
 // The launcher sends {"type": "data", "op": ...}:
 //   split       {"epoch": e, "id": i, "done": d}
 //   epoch-done  {"epoch": e}
 //   checkpoint  {"step": S, "stop": bool}
 //   table       {"step": S, "stop": bool, "cursor": {meta..., "epoch", "done", "step"}}
+//   left        (every rank is at its end: exit)
 //   error       {"message": ...}
 #pragma once
 
@@ -56,6 +62,7 @@ class DataTasks {
   bool open() const { return opened_; }
   std::uint64_t epoch() const { return epoch_; }
   bool checkpointing() const { return checkpoint_step_.has_value(); }
+  bool closed() const { return closed_; }
   std::uint64_t last_step() const { return last_step_; }
   // Records done per rank in this attempt (for the tests and the status).
   const std::map<std::uint32_t, std::uint64_t>& records_by_rank() const { return by_rank_; }
@@ -71,6 +78,9 @@ class DataTasks {
   std::optional<DataMessage> answer(std::uint32_t rank, std::uint64_t epoch);
   bool epoch_complete() const;
   std::vector<DataMessage> finish_checkpoint();
+  std::vector<DataMessage> handle_leave(std::uint32_t rank);
+  // Everyone left when every rank still here asked to.
+  std::vector<DataMessage> maybe_close();
   DataMessage error(std::uint32_t rank, const std::string& message) const;
 
   std::uint32_t world_size_;
@@ -83,6 +93,8 @@ class DataTasks {
   std::uint64_t last_step_ = 0;
   std::map<std::uint32_t, std::uint64_t> waiting_;  // rank -> the epoch it asked for
   std::set<std::uint32_t> gone_;
+  std::set<std::uint32_t> leaving_;
+  bool closed_ = false;
   std::optional<std::uint64_t> checkpoint_step_;
   bool checkpoint_stop_ = false;
   std::set<std::uint32_t> released_;

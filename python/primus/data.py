@@ -156,6 +156,7 @@ class _Dynamic:
         self._reader = _data.Reader(ds._core)
         self.epoch = 0
         self.held = []          # [id, begin, end, done], in the order received
+        self.last_epoch = None  # n - 1 of epochs(n)
         self.finished = []      # ids done and not reported yet
         self.restored = None    # {"epoch", "done", "step"} from load_state_dict
         self.opened = False
@@ -223,9 +224,17 @@ class _Dynamic:
         return ids
 
     def epochs(self, n):
+        self.last_epoch = n - 1
         while self.epoch < n:
             yield _DynamicEpoch(self, self.epoch)
             self.epoch += 1
+
+    def leave(self):
+        """At the end of the last epoch: True once every rank is there (no checkpoint can be
+        ordered any more, so this rank may go); False when a checkpoint was ordered first."""
+        self._open()
+        reply = _control.data_request({"op": "leave"}, interruptible=True)
+        return reply is not None and reply.get("op") == "left"
 
     def read(self, ids):
         return self._ds._decoded(self._reader.read(ids))
@@ -281,6 +290,10 @@ class _DynamicEpoch:
             raise StopIteration
         ids = self._dynamic.next_batch()
         if ids is None:
+            # The last epoch ends for every rank at once: another rank may still order a
+            # checkpoint, whose save needs this one.
+            if self.epoch == self._dynamic.last_epoch and not self._dynamic.leave():
+                return []
             self._over = True
             raise StopIteration
         self.last_ids = ids

@@ -99,6 +99,7 @@ def test_the_dynamic_split_survives_a_rank_killed_mid_split_and_fast_ranks_read_
         testbed, prefix, "data-dynamic", "read_dynamic.py", "--primus-max-restarts=1",
         f"PRIMUS_DATA={lines_dataset} PRIMUS_DATA_FORMAT=lines PRIMUS_DATA_MODE=dynamic "
         "PRIMUS_GLOBAL_BATCH_SIZE=80 EPOCHS=2 CKPT_EVERY=10 SLOW_RANK=5 SLOW_SECONDS=0.03 "
+        "SLEEP_SECONDS=0.003 "
         "FAIL_RANK=6 FAIL_AT=15")
     assert state == "COMPLETED", out[-4000:]
     assert "rank 6 on n4 failed first: exit status 3 (attempt 0)" in out, out[-4000:]

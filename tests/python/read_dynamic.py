@@ -3,7 +3,8 @@ the splits primus-launch hands it and logs them, one JSON line per batch (attemp
 in $OUT/rank-R.jsonl, and a line {"saved": S} after every checkpoint it saved. Records hold
 their id as decimal text. It resumes from the newest checkpoint.
 
-SLOW_RANK=r: that rank sleeps SLOW_SECONDS (default 0.02) per batch. CKPT_EVERY=k: rank 0 asks
+SLOW_RANK=r: that rank sleeps SLOW_SECONDS (default 0.02) per batch, the others SLEEP_SECONDS
+(default 0). CKPT_EVERY=k: rank 0 asks
 for a checkpoint every k of its batches. FAIL_AT=k, FAIL_RANK=r: in attempt 0 that rank exits 3
 after its k-th batch. STOP_AT=k: in the first run, rank 0 sends SIGTERM to its process group
 after its k-th batch (a preemption).
@@ -48,6 +49,8 @@ def main():
                 out.flush()
             if job.rank == number("SLOW_RANK", -1):
                 time.sleep(float(os.environ.get("SLOW_SECONDS", "0.02")))
+            else:
+                time.sleep(float(os.environ.get("SLEEP_SECONDS", "0")))
             if batch and job.rank == 0 and number("CKPT_EVERY") and \
                     batches % number("CKPT_EVERY") == 0:
                 ds.request_checkpoint()

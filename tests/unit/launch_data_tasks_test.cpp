@@ -160,5 +160,37 @@ TEST(DataTasks, AGoneRankIsNotWaitedForAndBadRequestsAreErrors) {
   EXPECT_EQ(to_json(tasks.receive(0, R"({"type":"data","op":"next"})"))[0]["op"], "error");
 }
 
+TEST(DataTasks, RanksLeaveTogetherAndACheckpointOrderedMeanwhileIncludesTheWaitingOnes) {
+  DataTasks tasks(2);
+  tasks.receive(0, open_line({4}));
+  const std::string leave = R"({"type":"data","op":"leave"})";
+  EXPECT_TRUE(tasks.receive(1, leave).empty()) << "rank 1 waits for rank 0";
+  // Rank 0 asks for a checkpoint before it ends: rank 1, waiting to leave, must save too.
+  std::vector<std::uint32_t> ranks;
+  const auto orders = to_json(tasks.order_checkpoint(false), &ranks);
+  EXPECT_EQ(ranks, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(orders[1]["op"], "checkpoint");
+  // Asking to leave during the checkpoint: the order again.
+  EXPECT_EQ(to_json(tasks.receive(1, leave))[0]["op"], "checkpoint");
+  const auto release = [](std::uint32_t) {
+    return json({{"type", "data"}, {"op", "release"}, {"step", 1}, {"held", json::array()}}).dump();
+  };
+  tasks.receive(0, release(0));
+  EXPECT_EQ(to_json(tasks.receive(1, release(1))).size(), 2U) << "the table to both";
+  EXPECT_TRUE(tasks.receive(1, leave).empty());
+  ranks.clear();
+  const auto left = to_json(tasks.receive(0, leave), &ranks);
+  ASSERT_EQ(left.size(), 2U);
+  EXPECT_EQ(left[0]["op"], "left");
+  EXPECT_TRUE(tasks.closed());
+  EXPECT_TRUE(tasks.order_checkpoint(true).empty()) << "no checkpoint after the end";
+  EXPECT_EQ(to_json(tasks.receive(1, leave))[0]["op"], "left");
+
+  DataTasks gone(2);
+  gone.receive(0, open_line({4}));
+  EXPECT_TRUE(gone.receive(0, leave).empty());
+  EXPECT_EQ(to_json(gone.rank_gone(1))[0]["op"], "left") << "a rank that died is not waited for";
+}
+
 }  // namespace
 }  // namespace primus::launch
