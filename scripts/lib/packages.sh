@@ -7,7 +7,7 @@ PRIMUS_BUILD_PACKAGES=(
   python3 python3-dev python3-numpy python3-pybind11 pybind11-dev
 )
 PRIMUS_TEST_PACKAGES=(
-  slurmctld slurmd slurm-client munge openmpi-bin lmod
+  slurmctld slurmd slurm-client munge openmpi-bin lmod gdb
   python3-pytest python3-h5py python3-torch procps iproute2 strace
 )
 # --full: the fuzzer, and the baselines of the collectives benchmark (Open MPI's MPI_Allreduce,
