@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "primus/common/error.hpp"
+#include "primus/data/format.hpp"
+#include "worker_pool.hpp"
 
 namespace primus::data {
 namespace {
@@ -17,13 +21,20 @@ namespace {
 constexpr std::size_t kMaxOpenFiles = 128;
 // A run of neighbouring records is read with one pread up to this size.
 constexpr std::uint64_t kMaxRun = std::uint64_t{8} << 20;
+// With threads to share a batch, the share of one task (one thread at a time).
+constexpr std::uint64_t kPiece = std::uint64_t{128} << 10;
 
 }  // namespace
 
-RecordReader::RecordReader(std::shared_ptr<const Dataset> dataset)
-    : dataset_(std::move(dataset)), fds_(dataset_->files().size(), -1) {}
+RecordReader::RecordReader(std::shared_ptr<const Dataset> dataset, std::size_t threads)
+    : dataset_(std::move(dataset)),
+      threads_(threads != 0 ? threads : reader_threads()),
+      task_([this](std::size_t t) { read_task(t); }),
+      fds_(dataset_->files().size(), -1) {}
 
 RecordReader::~RecordReader() {
+  abandon_read();
+  pool_.reset();
   for (const int fd : fds_) {
     if (fd >= 0) ::close(fd);
   }
@@ -82,50 +93,163 @@ void RecordReader::plan_runs(const std::uint64_t* ids, std::size_t count, std::u
   }
 }
 
+const std::vector<std::uint64_t>& RecordReader::locate(const std::uint64_t* ids,
+                                                       std::size_t count) {
+  // With threads to share a batch, runs are cut into pieces a thread takes at a time.
+  plan_runs(ids, count, threads_ > 1 ? kPiece : kMaxRun);
+  lengths_.resize(count);
+  for (std::size_t i = 0; i < count; ++i)
+    lengths_[i] = where_[i].length;
+  return lengths_;
+}
+
 void RecordReader::read(const std::uint64_t* ids, std::size_t count, RecordBatch& out) {
-  const Dataset& dataset = *dataset_;
-  plan_runs(ids, count, kMaxRun);
+  locate(ids, count);
   std::uint64_t total = 0;
-  for (const Run& run : runs_)
-    total += run.end - run.begin;
+  for (const std::uint64_t length : lengths_)
+    total += length;
   std::uint8_t* const storage = out.reserve(total);
   out.offsets_.resize(count);
-  out.lengths_.resize(count);
-  std::uint64_t at_storage = 0;
-  const bool tfrecord = dataset.format().kind == FormatKind::kTfrecord;
-  for (const Run& run : runs_) {
-    const int fd = descriptor(run.file);
-    std::uint8_t* const base = storage + at_storage;
-    const std::uint64_t size = run.end - run.begin;
-    std::uint64_t done = 0;
-    while (done < size) {
-      const ssize_t got =
-          ::pread(fd, base + done, size - done, static_cast<off_t>(run.begin + done));
-      if (got < 0 && errno == EINTR) continue;
-      const std::string& path = dataset.files()[run.file].path;
-      if (got < 0) {
-        throw Error(path + ": read error at byte offset " + std::to_string(run.begin + done) +
-                    ": " + std::strerror(errno));
-      }
-      if (got == 0) {
-        throw Error(path + ": byte offset " + std::to_string(run.begin + done) +
-                    ": the file is shorter than when it was indexed (it changed)");
-      }
-      done += static_cast<std::uint64_t>(got);
+  out.lengths_.assign(lengths_.begin(), lengths_.end());
+  destinations_.resize(count);
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    out.offsets_[i] = at;
+    destinations_[i] = storage + at;
+    at += lengths_[i];
+  }
+  read_into(destinations_.data());
+}
+
+void RecordReader::read_into(std::uint8_t* const* dest) {
+  start_read(dest, nullptr);
+  finish_read();
+}
+
+void RecordReader::start_read(std::uint8_t* const* dest, const std::atomic<std::size_t>* ready) {
+  dest_ = dest;
+  ready_ = ready;
+  abandoned_.store(false);
+  std::uint64_t bytes = 0;
+  for (const Run& run : runs_)
+    bytes += run.end - run.begin;
+
+  // Consecutive runs grouped into tasks of at least kPiece bytes.
+  tasks_.clear();
+  std::uint64_t in_task = 0;
+  for (std::size_t r = 0; r < runs_.size(); ++r) {
+    if (tasks_.empty() || in_task >= kPiece) {
+      tasks_.emplace_back(r, r);
+      in_task = 0;
     }
-    for (std::size_t i = run.first; i < run.last; ++i) {
-      const RecordLocation& at = where_[i];
-      const std::uint64_t frame = at_storage + (at.frame_offset - run.begin);
-      if (tfrecord) {
-        if (const auto fault = check_tfrecord_frame(storage + frame, at.frame_length)) {
-          throw Error(dataset.files()[run.file].path + ": byte offset " +
-                      std::to_string(at.frame_offset) + ": " + *fault);
-        }
+    tasks_.back().second = r + 1;
+    in_task += runs_[r].end - runs_[r].begin;
+  }
+  shared_ = tasks_.size() > 1 && bytes >= 2 * kPiece && threads_ > 1 && open_for_runs();
+  if (!shared_) return;  // finish_read() reads it all on the caller's thread
+  if (!pool_) pool_ = std::make_unique<WorkerPool>(threads_ - 1);
+  errors_.assign(tasks_.size(), nullptr);
+  pool_->start(tasks_.size(), task_);
+}
+
+void RecordReader::read_task(std::size_t t) {
+  try {
+    const std::size_t needed = runs_[tasks_[t].second - 1].last;
+    if (ready_ != nullptr) {
+      // The caller is still making the records' memory: wait for this task's.
+      while (ready_->load(std::memory_order_acquire) < needed) {
+        if (abandoned_.load(std::memory_order_acquire)) return;
+        std::this_thread::yield();
       }
-      out.offsets_[i] = frame + (at.offset - at.frame_offset);
-      out.lengths_[i] = at.length;
     }
-    at_storage += size;
+    for (std::size_t r = tasks_[t].first; r < tasks_[t].second; ++r)
+      read_run(runs_[r], dest_);
+  } catch (...) {
+    errors_[t] = std::current_exception();
+  }
+}
+
+void RecordReader::finish_read() {
+  if (!shared_) {
+    for (Run& run : runs_) {
+      run.fd = descriptor(run.file);
+      read_run(run, dest_);
+    }
+    return;
+  }
+  shared_ = false;
+  pool_->finish();
+  // The first failure in the batch's order, whichever thread met it first.
+  for (const std::exception_ptr& error : errors_) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+void RecordReader::abandon_read() {
+  if (!shared_) return;
+  shared_ = false;
+  abandoned_.store(true, std::memory_order_release);
+  pool_->finish();
+}
+
+bool RecordReader::open_for_runs() {
+  // The threads use descriptors opened here; a batch over more files than stay open at once
+  // is read by this thread alone, opening them as it goes.
+  std::size_t files = 0;
+  for (std::size_t r = 0; r < runs_.size(); ++r) {
+    if (r == 0 || runs_[r].file != runs_[r - 1].file) ++files;
+  }
+  if (files > kMaxOpenFiles / 2) return false;
+  for (Run& run : runs_)
+    run.fd = descriptor(run.file);
+  // Opening may have closed an earlier run's file (the oldest): check them all again.
+  for (Run& run : runs_) {
+    if (fds_[run.file] != run.fd) return false;
+  }
+  return true;
+}
+
+void RecordReader::read_run(const Run& run, std::uint8_t* const* dest) {
+  // One contiguous read into this thread's staging buffer (the kernel copies fastest that
+  // way), the CRCs checked there, and each record copied into its place.
+  thread_local std::unique_ptr<std::uint8_t[]> staging;
+  thread_local std::size_t capacity = 0;
+  const std::size_t size = run.end - run.begin;
+  if (size > capacity) {
+    staging.reset(new std::uint8_t[size]);  // default-initialised: not zeroed
+    capacity = size;
+  }
+  read_exactly(run, staging.get(), size);
+  const bool tfrecord = dataset_->format().kind == FormatKind::kTfrecord;
+  for (std::size_t i = run.first; i < run.last; ++i) {
+    const RecordLocation& at = where_[i];
+    const std::uint8_t* frame = staging.get() + (at.frame_offset - run.begin);
+    if (tfrecord) {
+      if (const auto fault = check_tfrecord_frame(frame, at.frame_length)) {
+        throw Error(dataset_->files()[run.file].path + ": byte offset " +
+                    std::to_string(at.frame_offset) + ": " + *fault);
+      }
+    }
+    std::memcpy(dest[i], frame + (at.offset - at.frame_offset), at.length);
+  }
+}
+
+void RecordReader::read_exactly(const Run& run, std::uint8_t* to, std::size_t size) const {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t got =
+        ::pread(run.fd, to + done, size - done, static_cast<off_t>(run.begin + done));
+    if (got < 0 && errno == EINTR) continue;
+    const std::string& path = dataset_->files()[run.file].path;
+    if (got < 0) {
+      throw Error(path + ": read error at byte offset " + std::to_string(run.begin + done) + ": " +
+                  std::strerror(errno));
+    }
+    if (got == 0) {
+      throw Error(path + ": byte offset " + std::to_string(run.begin + done) +
+                  ": the file is shorter than when it was indexed (it changed)");
+    }
+    done += static_cast<std::size_t>(got);
   }
 }
 

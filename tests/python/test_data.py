@@ -161,6 +161,33 @@ def test_epochs_differ_and_global_batches_do_not_depend_on_world_size(datasets, 
     assert orders[0] != orders[1]
 
 
+def test_what_a_loop_keeps_never_changes_while_later_batches_are_read(datasets, monkeypatch):
+    """The reader writes a batch into the bytes objects of a batch from two steps before when
+    nothing else holds them any more (a malloc and a free saved per record): a batch or a record
+    that the loop keeps must never change, and a rewritten object must not keep its old hash."""
+    set_rank(monkeypatch, 0, 1)
+    spec, fmt = datasets["tfrecord"]
+    ds = Dataset(spec, format=fmt, global_batch_size=3000, shuffle="records", seed=5)
+    epoch = next(iter(ds.epochs(1)))
+    kept_batches, kept_records, order = [], [], []
+    for step, batch in enumerate(epoch):
+        order.extend(as_ids(batch))
+        # Every record hashed as it comes: an object written again with a stale cached hash
+        # would hash differently from a fresh copy of its bytes.
+        for r in batch:
+            assert hash(r) == hash(bytes(bytearray(r))), (step, r)
+        if step % 5 == 0:
+            kept_batches.append((batch, [bytes(bytearray(r)) for r in batch]))
+        elif step % 5 == 1:
+            kept_records.append((batch[7], bytes(bytearray(batch[7]))))
+    assert sorted(order) == list(range(RECORDS))
+    assert len(kept_batches) > 5 and len(kept_records) > 5
+    for batch, copy in kept_batches:
+        assert batch == copy
+    for record, copy in kept_records:
+        assert record == copy
+
+
 def stop_and_resume(spec, fmt, before, after, stop, monkeypatch, **settings):
     """Ranks of `before` read `stop` global batches of epoch 0 and save their cursors; ranks of
     `after` load rank 0's cursor and read the rest of epochs 0 and 1. Returns the global
