@@ -70,6 +70,26 @@ const std::vector<OptionSpec>& option_table() {
       {"primus-heartbeat-interval", "PRIMUS_HEARTBEAT_INTERVAL", "heartbeat_interval", "SECONDS",
        OptionArg::kRequired, OptionScope::kUser, "", "5", validators::seconds,
        "How often each rank reports its progress to primus-launch (0: never)."},
+      {"primus-metrics", "PRIMUS_METRICS", "", "[ADDR:]PORT", OptionArg::kRequired,
+       OptionScope::kUser, "", "", validators::listen_address,
+       "primus-launch: serve the job's metrics for Prometheus at http://ADDR:PORT/metrics "
+       "(default address 127.0.0.1, only this node; port 0 picks a free one). The address is "
+       "written to metrics.addr in the job directory. Anyone who can reach it can read the "
+       "metrics: choose another address only on a trusted network."},
+      {"primus-metrics-file", "PRIMUS_METRICS_FILE", "", "PATH", OptionArg::kRequired,
+       OptionScope::kUser, "", "", validators::path,
+       "primus-launch: write the job's metrics in Prometheus's text format to PATH every "
+       "heartbeat interval (a temporary file, then a rename), for node_exporter's textfile "
+       "collector."},
+      {"primus-progress-interval", "PRIMUS_PROGRESS_INTERVAL", "progress_interval", "SECONDS",
+       OptionArg::kRequired, OptionScope::kUser, "", "60", validators::seconds,
+       "primus-launch: print a progress line (step, samples/s, time since the checkpoint) every "
+       "SECONDS, at most every 10 s on a terminal (0: never)."},
+      {"primus-straggler-window", "PRIMUS_STRAGGLER_WINDOW", "straggler_window", "SECONDS",
+       OptionArg::kRequired, OptionScope::kUser, "", "60", validators::seconds,
+       "primus-launch: a rank whose median lateness over the last SECONDS exceeds half the "
+       "median step time is a straggler: an event, a warning and a flag in primus-launch status "
+       "(0: not judged)."},
       {"primus-control-addr", "PRIMUS_CONTROL_ADDR", "", "HOST[:PORT]", OptionArg::kRequired,
        OptionScope::kUser, "", "", validators::host_and_port,
        "primus-launch: the address its control channel listens on, which every node must reach. "
@@ -116,6 +136,12 @@ const std::vector<OptionSpec>& option_table() {
        "", validators::absolute_path_list,
        "Site: directories under which checkpoint and job directories must lie. Default: "
        "anywhere the user may write."},
+      {"metrics-sd-dir", "", "metrics_sd_dir", "DIR", OptionArg::kRequired, OptionScope::kSite, "",
+       "", validators::absolute_path,
+       "Site: a directory where primus-launch of a job with --primus-metrics writes a "
+       "Prometheus file_sd targets file <job id>.json, removed at the job's end, so that the "
+       "site's Prometheus finds every running job (file_sd_configs). It must be writable by the "
+       "users, like /tmp (mode 1777)."},
   };
   return table;
 }

@@ -94,10 +94,24 @@ std::optional<std::string> host_and_port(std::string_view value) {
   return "HOST or HOST:PORT (an address or a name of this node; port 0 or none: any free one)";
 }
 
+std::optional<std::string> listen_address(std::string_view value) {
+  const auto colon = value.rfind(':');
+  const std::string_view port = colon == std::string_view::npos ? value : value.substr(colon + 1);
+  const bool host_ok = colon == std::string_view::npos || !host_and_port(value.substr(0, colon));
+  if (host_ok && parse_unsigned(port, 65535)) return std::nullopt;
+  return "[ADDR:]PORT (a port from 0, any free one, to 65535; the address defaults to "
+         "127.0.0.1)";
+}
+
 std::optional<std::string> path(std::string_view value) {
   if (value.empty() || value.size() > kMaxPathLength || has_control_character(value)) {
     return "a path (1-4095 characters, no control characters)";
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> absolute_path(std::string_view value) {
+  if (value.empty() || value.front() != '/' || path(value)) return "an absolute path";
   return std::nullopt;
 }
 

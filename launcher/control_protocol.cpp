@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
 #include "primus/common/json_text.hpp"
 
 namespace primus::launch {
@@ -35,7 +39,37 @@ ReportKind kind_of(const std::string& type) {
   if (type == "goodbye") return ReportKind::kGoodbye;
   if (type == "exit") return ReportKind::kExit;
   if (type == "data") return ReportKind::kData;
+  if (type == "scalars") return ReportKind::kScalars;
   return ReportKind::kOther;
+}
+
+// A finite number, or one of the names that primus.log gives a non-finite value.
+std::optional<double> scalar_value(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (!value.is_string()) return std::nullopt;
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "+Inf") return std::numeric_limits<double>::infinity();
+  if (text == "-Inf") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
+bool scalar_name_ok(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  if (std::isdigit(static_cast<unsigned char>(name.front())) != 0) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  });
+}
+
+NodeReport node_report(const json& object) {
+  NodeReport node;
+  node.cpu_usage_ratio = real_field(object, "cpu_usage_ratio");
+  node.memory_used_bytes = count_field(object, "memory_used_bytes");
+  node.memory_available_bytes = count_field(object, "memory_available_bytes");
+  node.network_receive_bytes_total = count_field(object, "network_receive_bytes_total");
+  node.network_transmit_bytes_total = count_field(object, "network_transmit_bytes_total");
+  return node;
 }
 
 }  // namespace
@@ -83,6 +117,36 @@ std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bo
   report.step_seconds = real_field(object, "step_seconds");
   report.rss_bytes = count_field(object, "rss_bytes");
   report.cpu_seconds = real_field(object, "cpu_seconds");
+  report.samples = count_field(object, "samples");
+  report.last_step_time = real_field(object, "last_step_time");
+  report.wait_seconds = real_field(object, "wait_seconds");
+  report.gpu_memory_bytes = count_field(object, "gpu_memory_bytes");
+  report.gpu_utilization_ratio = real_field(object, "gpu_utilization_ratio");
+  report.time = real_field(object, "time");
+  if (const auto it = object.find("node_stats"); it != object.end() && it->is_object()) {
+    report.node_stats = node_report(*it);
+  }
+  if (report.kind == ReportKind::kScalars) {
+    const auto it = object.find("values");
+    if (it == object.end() || !it->is_object() || it->empty() || !report.steps) {
+      error = "scalars without \"step\" or \"values\"";
+      return std::nullopt;
+    }
+    if (it->size() > 256) {
+      error = "more than 256 scalars in one line";
+      return std::nullopt;
+    }
+    for (const auto& [name, value] : it->items()) {
+      const auto number = scalar_value(value);
+      if (!scalar_name_ok(name) || !number) {
+        error = "scalar " + json_quote(name) +
+                ": expected a name of letters, digits and _ and a number (or \"NaN\", "
+                "\"+Inf\", \"-Inf\")";
+        return std::nullopt;
+      }
+      report.values.emplace_back(name, *number);
+    }
+  }
   if (const auto attempt = count_field(object, "attempt"); attempt && *attempt <= UINT32_MAX) {
     report.attempt = static_cast<std::uint32_t>(*attempt);
   }

@@ -3,7 +3,13 @@
 // each, with a "type":
 //   hello      {"type": "hello", "attempt": k, "node": ..., "pid": n[, "step": "<job>.<step>"]}
 //   heartbeat  {"type": "heartbeat", "steps": n[, "samples": n, "step_seconds": x,
-//               "rss_bytes": n, "cpu_seconds": x]}
+//               "last_step_time": t, "wait_seconds": x, "rss_bytes": n, "cpu_seconds": x,
+//               "gpu_memory_bytes": n, "gpu_utilization_ratio": x, "node_stats": {...}]}
+//              (node_stats, from a node's local rank 0: cpu_usage_ratio, memory_used_bytes,
+//              memory_available_bytes, network_receive_bytes_total,
+//              network_transmit_bytes_total)
+//   scalars    {"type": "scalars", "step": n, "time": t, "values": {"loss": x, ...}}
+//              (primus.log; a value is a number or "NaN", "+Inf", "-Inf")
 //   event      {"type": "event", "event": "stop-signal" | "checkpoint-started" |
 //               "checkpoint-committed", "step": n[, "path": ..., "signal": ...]}
 //   exception  {"type": "exception", "exception": "ValueError", "message": ..., "where": ...}
@@ -19,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace primus::launch {
@@ -27,7 +34,26 @@ namespace primus::launch {
 // (8 MiB: the dynamic split's queue opens with one size per split.)
 constexpr std::size_t kMaxControlLine = 8 << 20;
 
-enum class ReportKind { kHello, kHeartbeat, kEvent, kException, kGoodbye, kExit, kData, kOther };
+enum class ReportKind {
+  kHello,
+  kHeartbeat,
+  kEvent,
+  kException,
+  kGoodbye,
+  kExit,
+  kData,
+  kScalars,
+  kOther
+};
+
+// What a node's local rank 0 reports of its node (from /proc).
+struct NodeReport {
+  std::optional<double> cpu_usage_ratio;
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_available_bytes;
+  std::optional<std::uint64_t> network_receive_bytes_total;
+  std::optional<std::uint64_t> network_transmit_bytes_total;
+};
 
 struct Report {
   ReportKind kind = ReportKind::kOther;
@@ -43,6 +69,15 @@ struct Report {
   std::optional<double> step_seconds;
   std::optional<std::uint64_t> rss_bytes;
   std::optional<double> cpu_seconds;
+  std::optional<std::uint64_t> samples;
+  std::optional<double> last_step_time;  // UNIX time, the rank's clock
+  std::optional<double> wait_seconds;    // median wait in should_stop()'s agreement
+  std::optional<std::uint64_t> gpu_memory_bytes;
+  std::optional<double> gpu_utilization_ratio;
+  std::optional<NodeReport> node_stats;
+  // scalars (step in `steps`; values by name; non-finite as NaN or +-inf)
+  std::optional<double> time;
+  std::vector<std::pair<std::string, double>> values;
   // event
   std::string event;
   std::string path;

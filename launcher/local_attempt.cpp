@@ -71,6 +71,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
   };
   auto forward_stop = [&](int sig, const std::string& source) {
     result.stop_requested = true;
+    if (setup.monitor != nullptr) setup.monitor->set_state("stopping");
     events.write({"stop-requested",
                   std::nullopt,
                   setup.node,
@@ -86,6 +87,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
                                    [&](const RankProcess& rank) { return rank.pid == pid; });
       if (it == ranks.end()) continue;  // the orphan guard, or a rank's orphan (subreaper)
       it->running = false;
+      if (setup.monitor != nullptr) setup.monitor->rank_ended(it->number, status);
       result.ends.push_back(
           {static_cast<int>(it->number), status, stopping_for_failure || result.stop_requested});
       if (status != 0 && !stopping_for_failure && !result.stop_requested) {
@@ -102,6 +104,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
       setup.control->send(m.rank, m.line);
   };
   const auto handle = [&](const Report& r) {
+    if (setup.monitor != nullptr) setup.monitor->report(r);
     switch (r.kind) {
       case ReportKind::kData:
         if (setup.data != nullptr) {
@@ -179,6 +182,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
       }
     }
     reap();
+    if (setup.monitor != nullptr) setup.monitor->tick();
     if (Clock::now() >= next_check) {
       next_check = Clock::now() + std::chrono::seconds(1);
       std::error_code error;

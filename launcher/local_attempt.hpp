@@ -20,6 +20,7 @@
 #include "data_tasks.hpp"
 #include "events.hpp"
 #include "job_dir.hpp"
+#include "job_monitor.hpp"
 #include "outcome.hpp"
 #include "reaper.hpp"
 
@@ -42,6 +43,8 @@ struct AttemptSetup {
   // The dynamic split's queue (--primus-data-mode=dynamic), reset for each attempt; nullptr in
   // static mode.
   DataTasks* data = nullptr;
+  // The monitor (status.json, metrics, stragglers), fed every report; nullptr: none.
+  JobMonitor* monitor = nullptr;
 };
 
 struct AttemptResult {

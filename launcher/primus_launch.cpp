@@ -20,6 +20,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/cli/command_line.hpp"
@@ -27,6 +28,7 @@
 #include "data_check.hpp"
 #include "events.hpp"
 #include "job_dir.hpp"
+#include "job_monitor.hpp"
 #include "local_attempt.hpp"
 #include "outcome.hpp"
 #include "primus/common.hpp"
@@ -39,6 +41,7 @@
 #include "slurm_attempt.hpp"
 #include "slurm_queries.hpp"
 #include "status.hpp"
+#include "status_view.hpp"
 #include "step_layout.hpp"
 
 #include <slurm/slurm.h>
@@ -51,7 +54,8 @@ namespace {
 constexpr const char* kUsage =
     "Usage: primus-launch [options] -- COMMAND [ARGS...]      (inside a Slurm allocation)\n"
     "       primus-launch [options] --nproc N -- COMMAND [ARGS...]   (on this machine)\n"
-    "       primus-launch status [JOBID|JOBDIR]\n"
+    "       primus-launch status [JOBID|JOBDIR] [--json] [--watch [--interval S]]\n"
+    "       primus-launch report [JOBID|JOBDIR] [--out DIR]\n"
     "       primus-launch stop [JOBID|JOBDIR]\n"
     "\n"
     "Starts COMMAND once per rank with the rank environment of primus(7) (RANK, WORLD_SIZE,\n"
@@ -67,8 +71,12 @@ constexpr const char* kUsage =
     "--primus-exit-preempted=STATUS (75), --primus-job-dir=PATH (default primus-JOBID in the\n"
     "submit directory, or ./primus-local on one machine: logs, events.jsonl, checkpoints).\n"
     "\n"
-    "status [JOBID|JOBDIR]: every rank's state, steps, step time, memory and last report, from\n"
-    "the job directory's status.json (under Slurm; rewritten every heartbeat interval).\n"
+    "status [JOBID|JOBDIR]: the job's state, every rank (node, step, samples/s, lateness, last\n"
+    "step, last checkpoint, memory, straggler) and every node (CPU, memory, network), from the\n"
+    "job directory's status.json (rewritten every heartbeat interval). --json prints that file\n"
+    "(its schema: primus-launch(1)); --watch redraws the table every --interval seconds (2).\n"
+    "report [JOBID|JOBDIR]: report.html, PNG figures and report.json in JOBDIR/report (or\n"
+    "--out DIR): samples/s per rank, the primus.log scalars and every event over time.\n"
     "stop [JOBID|JOBDIR]: asks the launcher of a job to stop its ranks gracefully; they save\n"
     "and exit, and the job is not requeued (default: $PRIMUS_JOB_DIR, else ./primus-local).\n"
     "\n"
@@ -114,10 +122,16 @@ std::vector<std::string> last_lines(const std::filesystem::path& path, std::size
 std::string job_dir_of_slurm_job(const std::string& job) {
   const CommandOutput out =
       run_command({"scontrol", "show", "job", "-o", job}, std::chrono::seconds(30));
-  if (out.status != 0) throw Error("stop " + job + ": scontrol show job failed: " + out.output);
+  if (out.status != 0) {
+    throw Error("job " + job + ": scontrol show job failed (" + out.output.substr(0, 200) +
+                "); after slurmctld forgets a job, give its job directory instead");
+  }
   const auto record = parse_scontrol_record(out.output);
+  if (const auto comment = record.find("Comment"); comment != record.end()) {
+    if (const auto dir = job_dir_from_comment(comment->second)) return *dir;
+  }
   const auto work_dir = record.find("WorkDir");
-  if (work_dir == record.end()) throw Error("stop " + job + ": scontrol shows no WorkDir");
+  if (work_dir == record.end()) throw Error(job + ": scontrol shows no WorkDir");
   std::string id = job;
   if (const auto array = record.find("ArrayJobId"); array != record.end()) {
     const auto task = record.find("ArrayTaskId");
@@ -125,64 +139,176 @@ std::string job_dir_of_slurm_job(const std::string& job) {
   }
   const std::filesystem::path dir = std::filesystem::path(work_dir->second) / ("primus-" + id);
   if (!std::filesystem::exists(dir / "events.jsonl")) {
-    throw Error("stop " + job + ": " + dir.string() +
+    throw Error("job " + job + ": " + dir.string() +
                 " is not a primus-launch job directory; for a job started with "
                 "--primus-job-dir, give that directory");
   }
   return dir.string();
 }
 
-// `primus-launch status [JOBID|JOBDIR]`: the job's status.json as a table.
-int status_command(const std::vector<std::string>& args) {
-  if (args.size() > 1 || (!args.empty() && args.front().rfind('-', 0) == 0)) {
-    if (!args.empty() && (args.front() == "--help" || args.front() == "-h")) {
-      std::cout << kUsage;
-      return 0;
-    }
-    throw cli::UsageError("status: expected at most one JOBID or JOBDIR");
-  }
-  std::string dir = args.empty() ? "" : args.front();
+std::string self_executable() {
+  std::error_code error;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw Error("cannot find primus-launch's own path (/proc/self/exe)");
+  return path.string();
+}
+
+// The job directory that JOBID or JOBDIR (or nothing: $PRIMUS_JOB_DIR, else ./primus-local)
+// names.
+std::filesystem::path job_dir_operand(const std::string& operand) {
+  std::string dir = operand;
   if (dir.empty()) {
     const char* env = std::getenv("PRIMUS_JOB_DIR");
     dir = env != nullptr && *env != '\0' ? env : "primus-local";
   } else if (dir.find_first_not_of("0123456789_") == std::string::npos) {
     dir = job_dir_of_slurm_job(dir);
   }
-  const std::filesystem::path file = absolute_from_here(dir) / "status.json";
+  return absolute_from_here(dir);
+}
+
+// status.json of a job directory, read and parsed; an error that says why it cannot be.
+std::pair<std::string, JobStatus> read_status(const std::filesystem::path& job_dir) {
+  const std::filesystem::path file = job_dir / "status.json";
   std::ifstream in(file);
-  if (!in)
-    throw Error(file.string() +
-                ": no status (is it a job directory of primus-launch under Slurm?)");
-  nlohmann::json status;
+  if (!in) {
+    const int error = errno;
+    if (error == EACCES) {
+      throw Error(file.string() +
+                  ": permission denied (a job directory is readable by its "
+                  "owner only)");
+    }
+    throw Error(file.string() + ": no status (" + std::strerror(error) +
+                "; is it the job directory of a job that primus-launch started?)");
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   try {
-    in >> status;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file.string() + ": not JSON (" + e.what() + ")");
+    return {text, parse_status(text)};
+  } catch (const Error& e) {
+    throw Error(file.string() + ": " + e.what());
   }
-  const auto text = [](const nlohmann::json& o, const char* key) {
-    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
-  };
-  std::cout << "job " << text(status, "job") << ": " << text(status, "state") << " (allocation "
-            << status.value("allocation", 0) << ", attempt " << status.value("attempt", 0)
-            << ", as of " << text(status, "time") << ")\n";
-  if (!text(status, "checkpoint").empty()) {
-    std::cout << "newest checkpoint: " << text(status, "checkpoint") << "\n";
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// `primus-launch status [JOBID|JOBDIR] [--json] [--watch [--interval S]]`.
+int status_command(const std::vector<std::string>& args) {
+  std::string operand;
+  bool json = false;
+  bool watch = false;
+  double interval = 2;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--watch" || arg == "-w") {
+      watch = true;
+    } else if (arg == "--interval" || arg == "-n" || arg.rfind("--interval=", 0) == 0) {
+      std::string value;
+      if (arg.rfind("--interval=", 0) == 0) {
+        value = arg.substr(11);
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      }
+      char* end = nullptr;
+      interval = std::strtod(value.c_str(), &end);
+      if (value.empty() || end == nullptr || *end != '\0' || !(interval >= 0.1) ||
+          interval > 3600) {
+        throw cli::UsageError("status: --interval: expected seconds from 0.1 to 3600, got '" +
+                              value + "'");
+      }
+    } else if (arg.rfind('-', 0) == 0) {
+      throw cli::UsageError("status: unknown option '" + arg +
+                            "' (expected --json, --watch, --interval S)");
+    } else if (operand.empty()) {
+      operand = arg;
+    } else {
+      throw cli::UsageError("status: expected at most one JOBID or JOBDIR");
+    }
   }
-  std::printf("%5s  %-12s %-9s %8s %10s %9s %12s  %s\n", "RANK", "NODE", "STATE", "STEPS", "STEP_S",
-              "RSS_MB", "LAST_SEEN_S", "ENDED");
-  for (const auto& r : status.value("ranks", nlohmann::json::array())) {
-    const auto num = [&](const char* key, double scale, const char* format) {
-      if (!r.contains(key) || !r[key].is_number()) return std::string("-");
-      char out[32];
-      std::snprintf(out, sizeof out, format, r[key].get<double>() / scale);
-      return std::string(out);
-    };
-    std::printf("%5d  %-12s %-9s %8s %10s %9s %12s  %s\n", r.value("rank", 0),
-                text(r, "node").c_str(), text(r, "state").c_str(), num("steps", 1, "%.0f").c_str(),
-                num("step_seconds", 1, "%.3f").c_str(), num("rss_bytes", 1 << 20, "%.0f").c_str(),
-                num("seconds_since_report", 1, "%.1f").c_str(), text(r, "ended").c_str());
+  if (json && watch) throw cli::UsageError("status: --json and --watch do not go together");
+  const std::filesystem::path dir = job_dir_operand(operand);
+  if (!watch) {
+    const auto [text, status] = read_status(dir);
+    std::cout << (json ? text : status_view(status, unix_now()));
+    return 0;
   }
-  return 0;
+  // Like watch(1): the screen cleared and the table drawn again, until interrupted.
+  for (;;) {
+    std::string screen;
+    char header[128];
+    std::snprintf(header, sizeof header, "Every %.1fs: primus-launch status %s", interval,
+                  dir.string().c_str());
+    screen += header;
+    screen += "    " + utc_now_ms().substr(0, 19) + "Z\n\n";
+    try {
+      screen += status_view(read_status(dir).second, unix_now());
+    } catch (const Error& e) {
+      screen += std::string("primus-launch: ") + e.what() + "\n";
+    }
+    std::cout << "\033[H\033[2J" << screen << std::flush;
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+  }
+}
+
+// `primus-launch report [JOBID|JOBDIR] [--out DIR]`: python3 -m primus.report, with the Python
+// found at configure time (PRIMUS_PYTHON overrides it).
+int report_command(const std::vector<std::string>& args) {
+  std::string operand;
+  std::vector<std::string> extra;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--out" && i + 1 < args.size()) {
+      extra = {"--out", absolute_from_here(args[++i]).string()};
+    } else if (arg.rfind("--out=", 0) == 0) {
+      extra = {"--out", absolute_from_here(arg.substr(6)).string()};
+    } else if (arg.rfind('-', 0) == 0) {
+      throw cli::UsageError("report: unknown option '" + arg + "' (expected --out DIR)");
+    } else if (operand.empty()) {
+      operand = arg;
+    } else {
+      throw cli::UsageError("report: expected at most one JOBID or JOBDIR");
+    }
+  }
+  const std::filesystem::path dir = job_dir_operand(operand);
+  if (!std::filesystem::exists(dir / "events.jsonl")) {
+    throw Error(dir.string() +
+                " is not the job directory of a primus-launch job (it has no "
+                "events.jsonl)");
+  }
+  const char* given = std::getenv("PRIMUS_PYTHON");
+  const std::string python = given != nullptr && *given != '\0' ? given : PRIMUS_PYTHON;
+  // The package where `make install` put it (beside the bin directory primus-launch runs from,
+  // so that an install moved whole, or `make install prefix=...`, keeps working; else where
+  // configure put it), after any PYTHONPATH the user set.
+  const char* path = std::getenv("PYTHONPATH");
+  std::string python_path = path != nullptr && *path != '\0' ? std::string(path) + ":" : "";
+  const std::filesystem::path beside =
+      std::filesystem::path(self_executable()).parent_path().parent_path() /
+      PRIMUS_PYEXECDIR_FROM_PREFIX;
+  std::error_code error;
+  if (std::filesystem::is_directory(beside / "primus", error)) python_path += beside.string() + ":";
+  python_path += PRIMUS_PYEXECDIR;
+  ::setenv("PYTHONPATH", python_path.c_str(), 1);
+  std::vector<std::string> argv = {python, "-m", "primus.report", dir.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::vector<char*> pointers;
+  for (std::string& arg : argv)
+    pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  ::execvp(python.c_str(), pointers.data());
+  std::cerr << "primus-launch: report: cannot run " << python << ": " << std::strerror(errno)
+            << " (set PRIMUS_PYTHON to a python3 with the primus package and matplotlib)\n";
+  return errno == ENOENT ? 127 : 126;
 }
 
 int stop_command(const std::vector<std::string>& args) {
@@ -375,13 +501,6 @@ std::uint32_t slurm_world_size(const Environment& env) {
   return std::max<std::uint32_t>(1, nodes);
 }
 
-std::string self_executable() {
-  std::error_code error;
-  const auto path = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) throw Error("cannot find primus-launch's own path (/proc/self/exe)");
-  return path.string();
-}
-
 // primus-task, what every task of the step runs: beside primus-launch in the build tree, else in
 // the libexec directory beside the bin directory it is installed in (an install moved whole, or
 // `make install prefix=...`, keeps working), else where configure put it.
@@ -427,6 +546,41 @@ void warn_without_exec() {
                  "signal for the batch shell (sbatch --signal=B:SIG@T) stops at the shell. "
                  "Write 'exec primus-launch ...' or use --signal=SIG@T (no B:).\n";
   }
+}
+
+// What the monitor needs from the options: intervals, --primus-metrics, --primus-metrics-file
+// and the site's file_sd directory (PRIMUS_METRICS_SD_DIR, set by the plugin at submission).
+JobMonitorSetup monitor_setup(const ResolvedOptions& options, const Environment& env,
+                              const std::filesystem::path& job_dir, const std::string& job_id,
+                              std::uint32_t allocation, const std::string& node) {
+  JobMonitorSetup m;
+  m.job_dir = job_dir;
+  m.job_id = job_id;
+  m.allocation = allocation;
+  m.node = node;
+  const auto interval = option_number(options, "primus-heartbeat-interval", 3600);
+  m.status_interval = std::chrono::seconds(interval > 0 ? interval : 5);
+  m.progress_interval =
+      std::chrono::seconds(option_number(options, "primus-progress-interval", 3600));
+  m.straggler_window_seconds = option_number(options, "primus-straggler-window", 3600);
+  if (const auto metrics = options.get("primus-metrics")) {
+    m.metrics = parse_listen_address(metrics->value);
+    if (!m.metrics)
+      throw cli::UsageError("--primus-metrics: expected [ADDR:]PORT, got '" + metrics->value + "'");
+  }
+  if (const auto file = options.get("primus-metrics-file")) {
+    m.metrics_file = absolute_from_here(file->value);
+  }
+  // The site's file_sd directory: the plugin's metrics_sd_dir in the plugstack (a job submitted
+  // with --primus also has it as PRIMUS_METRICS_SD_DIR).
+  if (m.metrics && lookup(env, "SLURM_JOB_ID")) {
+    const auto sd_dir = lookup(env, "PRIMUS_METRICS_SD_DIR");
+    const auto site = sd_dir ? sd_dir : site_setting("metrics_sd_dir");
+    if (site && !site->empty() && site->front() == '/') m.sd_dir = *site;
+  }
+  m.sd_name = job_id;
+  m.terminal = ::isatty(STDERR_FILENO) == 1;
+  return m;
 }
 
 int slurm_launch(const Settings& s, const Environment& given_env, const ResolvedCommand& command) {
@@ -490,7 +644,18 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     std::cerr << "primus-launch: control channel: " << line << "\n";
   });
   EventLog events(job_dir.events_file(), allocation);
+  JobMonitor monitor(monitor_setup(options, env, job_path, job_id, allocation, node), events);
   warn_without_exec();
+  // `primus-launch status JOBID` finds a job directory that is not the default one through the
+  // job's Comment (when the user left it empty).
+  if (job_path != absolute_from_here(submit_dir) / ("primus-" + job_id)) {
+    if (const auto facts = query_job(job); facts && facts->comment.empty()) {
+      if (const auto error = set_job_comment(job, job_dir_comment(job_path.string()))) {
+        std::cerr << "primus-launch: note: cannot record the job directory in the job's Comment ("
+                  << *error << "); primus-launch status needs JOBDIR for this job\n";
+      }
+    }
+  }
 
   std::string command_text;
   for (const std::string& word : s.command)
@@ -550,11 +715,8 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     setup.attempt = attempt;
     setup.hang_timeout = hang_timeout;
     setup.stop_request = job_dir.stop_request_file();
-    setup.status_file = job_dir.path() / "status.json";
-    const auto interval = option_number(options, "primus-heartbeat-interval", 3600);
-    setup.status_interval = std::chrono::seconds(interval > 0 ? interval : 5);
-    setup.job_id = job_id;
-    setup.allocation = allocation;
+    monitor.start_attempt(attempt, world);
+    setup.monitor = &monitor;
     setup.node = node;
     setup.preempted_status = preempted;
     DataTasks data(world);  // every attempt opens the queue again, from its checkpoint
@@ -584,6 +746,11 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
         facts.job_state = state->state;
       }
       const StopDecision d = decide_stop(facts);
+      monitor.set_state(d.requeue                            ? "requeued"
+                        : d.reason == StopReason::kUserStop  ? "stopped"
+                        : d.reason == StopReason::kCancelled ? "cancelled"
+                        : d.reason == StopReason::kPreempted ? "preempted"
+                                                             : "failed");
       const std::string checkpoint =
           result.checkpoint.empty() ? std::string("the newest checkpoint") : result.checkpoint;
       events.write({d.event,
@@ -658,12 +825,14 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       }
     }
     if (decision.restart) {
+      monitor.set_state("restarting");
       std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
                 << max_restarts << ")\n";
       events.set_attempt(attempt + 1);
       events.write({"restarted", std::nullopt, node, {{"restart", std::to_string(attempt + 1)}}});
       continue;
     }
+    monitor.set_state(outcome.verdict == Verdict::kFinished ? "finished" : "failed");
     if (outcome.verdict == Verdict::kFinished) {
       events.write({"finished", std::nullopt, node, {{"exit_status", "0"}}});
     } else {
@@ -730,6 +899,7 @@ int launch(const std::vector<std::string>& args) {
 
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   Reaper reaper;
+  JobMonitor monitor(monitor_setup(options, env, job_path, job.job_id, allocation, node), events);
 
   std::string command_text;
   for (const std::string& word : s.command)
@@ -778,6 +948,8 @@ int launch(const std::vector<std::string>& args) {
     }
     setup.control = &control;
     setup.attempt = attempt;
+    monitor.start_attempt(attempt, s.nproc);
+    setup.monitor = &monitor;
     setup.hang_timeout = hang_timeout;
     DataTasks data(s.nproc);  // every attempt opens the queue again, from its checkpoint
     if (dynamic_data(options)) setup.data = &data;
@@ -790,12 +962,16 @@ int launch(const std::vector<std::string>& args) {
                        result.hung ? "hung" : "failed first");
     }
     if (decision.restart) {
+      monitor.set_state("restarting");
       std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
                 << max_restarts << ")\n";
       events.set_attempt(attempt + 1);
       events.write({"restarted", std::nullopt, node, {{"restart", std::to_string(attempt + 1)}}});
       continue;
     }
+    monitor.set_state(outcome.verdict == Verdict::kFinished  ? "finished"
+                      : outcome.verdict == Verdict::kStopped ? "stopped"
+                                                             : "failed");
     switch (outcome.verdict) {
       case Verdict::kFinished:
         events.write({"finished", std::nullopt, node, {{"exit_status", "0"}}});
@@ -829,6 +1005,9 @@ int main(int argc, char** argv) {
   try {
     if (!args.empty() && args.front() == "status") {
       return status_command(std::vector<std::string>(args.begin() + 1, args.end()));
+    }
+    if (!args.empty() && args.front() == "report") {
+      return report_command(std::vector<std::string>(args.begin() + 1, args.end()));
     }
     if (!args.empty() && args.front() == "stop") {
       return stop_command(std::vector<std::string>(args.begin() + 1, args.end()));

@@ -18,7 +18,6 @@
 #include "primus/os/unique_fd.hpp"
 #include "rank_process.hpp"
 #include "slurm_queries.hpp"
-#include "status.hpp"
 
 namespace primus::launch {
 namespace {
@@ -96,29 +95,6 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   std::map<std::uint32_t, std::uint64_t> steps;
   std::set<std::uint32_t> reported;  // wrappers that reported an exit
 
-  std::map<std::uint32_t, RankStatus> ranks;
-  std::map<std::uint32_t, Clock::time_point> last_report;
-  for (std::uint32_t r = 0; r < setup.world_size; ++r)
-    ranks[r].rank = r;
-  Clock::time_point next_status = Clock::now();
-  const auto write_status_now = [&](const std::string& state) {
-    JobStatus status;
-    status.time = utc_now_ms();
-    status.job = setup.job_id;
-    status.state = state;
-    status.allocation = setup.allocation;
-    status.attempt = setup.attempt;
-    status.checkpoint = result.checkpoint;
-    const auto now = Clock::now();
-    for (auto& [rank, entry] : ranks) {
-      if (const auto it = last_report.find(rank); it != last_report.end()) {
-        entry.seconds_since_report = std::chrono::duration<double>(now - it->second).count();
-      }
-      status.ranks.push_back(entry);
-    }
-    write_status(setup.status_file, status_json(status));
-    next_status = now + setup.status_interval;
-  };
   const auto target = [&] { return result.step.empty() ? setup.job : result.step; };
   const auto stopping = [&] {
     return stopping_for_failure || result.stop_forwarded || result.ranks_signalled;
@@ -150,21 +126,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
       }
       return;
     }
-    RankStatus& entry = ranks[r.rank];
-    entry.rank = r.rank;
-    if (!r.wrapper) last_report[r.rank] = Clock::now();
-    if (!r.node.empty()) entry.node = r.node;
-    if (r.kind == ReportKind::kHello && entry.state == "starting") entry.state = "running";
-    if (r.kind == ReportKind::kHeartbeat) {
-      if (r.steps) entry.steps = r.steps;
-      if (r.step_seconds) entry.step_seconds = r.step_seconds;
-      if (r.rss_bytes) entry.rss_bytes = r.rss_bytes;
-      if (r.cpu_seconds) entry.cpu_seconds = r.cpu_seconds;
-    }
-    if (r.kind == ReportKind::kExit && r.wrapper) {
-      entry.state = "exited";
-      entry.ended = describe(r.wait_status);
-    }
+    if (setup.monitor != nullptr) setup.monitor->report(r);
     switch (r.kind) {
       case ReportKind::kHello:
         if (r.attempt && *r.attempt != setup.attempt) return;  // a rank of an earlier attempt
@@ -235,6 +197,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         if (!r.wrapper && setup.data != nullptr) send_data(setup.data->rank_gone(r.rank));
         return;
       case ReportKind::kData:
+      case ReportKind::kScalars:
       case ReportKind::kOther:
         return;
     }
@@ -274,8 +237,9 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
       }
     }
     const auto now = Clock::now();
-    if (now >= next_status && !setup.status_file.empty()) {
-      write_status_now(stopping() ? "stopping" : "running");
+    if (setup.monitor != nullptr) {
+      if (stopping()) setup.monitor->set_state("stopping");
+      setup.monitor->tick();
     }
     if (now >= next_check) {
       next_check = now + std::chrono::seconds(1);
@@ -319,7 +283,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   }
   control.drop_connections();
   result.ended_for_failure = stopping_for_failure;
-  if (!setup.status_file.empty()) write_status_now("attempt ended");
+  if (setup.monitor != nullptr) setup.monitor->refresh();
   return result;
 }
 

@@ -19,6 +19,7 @@
 #include "control_server.hpp"
 #include "data_tasks.hpp"
 #include "events.hpp"
+#include "job_monitor.hpp"
 #include "outcome.hpp"
 
 namespace primus::launch {
@@ -36,11 +37,9 @@ struct SlurmAttemptSetup {
   // static mode.
   DataTasks* data = nullptr;
   std::filesystem::path stop_request;
-  std::filesystem::path status_file;  // status.json, rewritten every status_interval
-  std::chrono::milliseconds status_interval{std::chrono::seconds(5)};
-  std::string job_id;            // PRIMUS_JOB_ID, for status.json
-  std::uint32_t allocation = 0;  // SLURM_RESTART_COUNT, for status.json
-  std::string node;              // the launcher's, for events
+  // The monitor (status.json, metrics, stragglers), fed every report; nullptr: none.
+  JobMonitor* monitor = nullptr;
+  std::string node;  // the launcher's, for events
   int preempted_status = kExitDefaultPreempted;
 };
 

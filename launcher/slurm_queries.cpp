@@ -9,7 +9,9 @@
 #include <cctype>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 
 #include "outcome.hpp"
@@ -58,6 +60,9 @@ JobFacts job_facts(const std::map<std::string, std::string>& record) {
   }
   if (const auto it = record.find("NumNodes"); it != record.end()) facts.num_nodes = it->second;
   if (const auto it = record.find("NumTasks"); it != record.end()) facts.num_tasks = it->second;
+  if (const auto it = record.find("Comment"); it != record.end() && it->second != "(null)") {
+    facts.comment = it->second;
+  }
   return facts;
 }
 
@@ -138,6 +143,65 @@ bool cancel(const std::string& target) {
   if (out.status != 0)
     std::cerr << "primus-launch: scancel " << target << " failed: " << out.output;
   return out.status == 0;
+}
+
+namespace {
+constexpr std::string_view kJobDirComment = "primus-job-dir=";
+}  // namespace
+
+std::string job_dir_comment(const std::string& job_dir) {
+  return std::string(kJobDirComment) + job_dir;
+}
+
+std::optional<std::string> job_dir_from_comment(const std::string& comment) {
+  if (comment.rfind(kJobDirComment, 0) != 0 || comment.size() == kJobDirComment.size()) {
+    return std::nullopt;
+  }
+  return comment.substr(kJobDirComment.size());
+}
+
+std::optional<std::string> set_job_comment(const std::string& job, const std::string& text) {
+  const CommandOutput out = run_command({"scontrol", "update", "JobId=" + job, "Comment=" + text},
+                                        std::chrono::seconds(30));
+  if (out.status == 0) return std::nullopt;
+  return out.output.empty() ? std::string("scontrol update failed") : out.output;
+}
+
+std::vector<std::string> primus_plugstack_arguments(const std::string& plugstack) {
+  std::istringstream lines(plugstack);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::vector<std::string> all;
+    for (std::string word; words >> word;)
+      all.push_back(word);
+    if (all.size() < 2 || (all[0] != "required" && all[0] != "optional")) continue;
+    const std::string& path = all[1];
+    const auto slash = path.rfind('/');
+    if (path.substr(slash == std::string::npos ? 0 : slash + 1) != "primus.so") continue;
+    return {all.begin() + 2, all.end()};
+  }
+  return {};
+}
+
+std::optional<std::string> site_setting(const std::string& key) {
+  const CommandOutput out = run_command({"scontrol", "show", "config"}, std::chrono::seconds(30));
+  if (out.status != 0) return std::nullopt;
+  std::istringstream lines(out.output);
+  std::string path;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("PlugStackConfig", 0) != 0) continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) break;
+    path = line.substr(line.find_first_not_of(' ', eq + 1));
+    break;
+  }
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string& argument : primus_plugstack_arguments(text)) {
+    if (argument.rfind(key + "=", 0) == 0) return argument.substr(key.size() + 1);
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> requeue_job(const std::string& job) {

@@ -20,6 +20,7 @@ struct JobFacts {
   std::string preempt_time;
   std::string num_nodes;  // NumNodes and NumTasks: the job's layout, as sbatch or salloc got it
   std::string num_tasks;
+  std::string comment;  // Comment: primus-launch records a job directory there
 };
 // From a parsed record (pure).
 JobFacts job_facts(const std::map<std::string, std::string>& record);
@@ -38,6 +39,19 @@ std::optional<JobFacts> query_job(const std::string& job);
 bool signal_job(const std::string& target, int sig);
 // scancel TARGET: SIGKILL to a step (or the job).
 bool cancel(const std::string& target);
+// The Comment that tells `primus-launch status JOBID` where the job directory is (pure), and
+// the directory back from a Comment (nullopt: not one of ours).
+std::string job_dir_comment(const std::string& job_dir);
+std::optional<std::string> job_dir_from_comment(const std::string& comment);
+// scontrol update JobId=JOB Comment=TEXT; the error scontrol printed when it fails.
+std::optional<std::string> set_job_comment(const std::string& job, const std::string& text);
+// The arguments of the Primus plugin's line in a plugstack.conf text (pure): the words after
+// the plugin's path on the first line naming a primus.so; empty when there is none.
+std::vector<std::string> primus_plugstack_arguments(const std::string& plugstack);
+// The site's setting KEY (metrics_sd_dir, ...) as the plugstack gives it to the Primus plugin:
+// scontrol show config for PlugStackConfig, then that file. nullopt when it is not set or
+// cannot be read.
+std::optional<std::string> site_setting(const std::string& key);
 // scontrol requeue JOB; the error scontrol printed when it fails.
 std::optional<std::string> requeue_job(const std::string& job);
 

@@ -1,12 +1,14 @@
-// status.json (docs/architecture.md, "The launcher and its control channel"): the job as the
-// launcher sees it now, rewritten atomically every heartbeat interval; `primus-launch status`
-// reads it. The text is pure (status_json); writing it is an adapter (write_status).
+// status.json (docs/architecture.md, "The launcher and its control channel"; the schema in
+// primus-launch(1)): the job as the launcher sees it now, rewritten atomically every heartbeat
+// interval; `primus-launch status` reads it. The text and its parsing are pure (status_json,
+// parse_status); writing it is an adapter (write_file_atomically).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace primus::launch {
@@ -14,29 +16,67 @@ namespace primus::launch {
 struct RankStatus {
   std::uint32_t rank = 0;
   std::string node;
-  std::string state = "starting";  // starting, running, exited (status in `ended`)
+  std::string state = "starting";  // starting, running, exited (how: `ended`)
   std::optional<std::uint64_t> steps;
-  std::optional<double> step_seconds;
+  std::optional<std::uint64_t> samples;
+  std::optional<double> samples_per_second;
+  std::optional<double> step_seconds;      // the rank's median step time, last heartbeat
+  std::optional<double> lateness_seconds;  // how much later than the median it arrives
+  std::optional<double> last_step_time;    // UNIX time
+  std::optional<std::uint64_t> last_checkpoint_step;
   std::optional<std::uint64_t> rss_bytes;
   std::optional<double> cpu_seconds;
+  std::optional<double> cpu_usage_ratio;  // of one CPU
+  std::optional<std::uint64_t> gpu_memory_bytes;
+  std::optional<double> gpu_utilization_ratio;
+  bool straggler = false;
   std::optional<double> seconds_since_report;  // since its last heartbeat or message
   std::string ended;                           // "exit status 3", ...
+};
+
+struct NodeStatus {
+  std::string node;
+  std::optional<double> cpu_usage_ratio;  // of all its CPUs
+  std::optional<std::uint64_t> memory_used_bytes;
+  std::optional<std::uint64_t> memory_available_bytes;
+  std::optional<std::uint64_t> network_receive_bytes_total;
+  std::optional<std::uint64_t> network_transmit_bytes_total;
+  std::optional<double> network_receive_bytes_per_second;
+  std::optional<double> network_transmit_bytes_per_second;
 };
 
 struct JobStatus {
   std::string time;  // ISO 8601 UTC
   std::string job;
-  std::string state;  // running, stopping, finished, failed, ...
-  std::uint32_t allocation = 0;
-  std::uint32_t attempt = 0;
+  // running, restarting, stopping, preempted, requeued, finished, failed (and "starting")
+  std::string state;
+  std::uint32_t allocation = 0;  // requeues so far (SLURM_RESTART_COUNT)
+  std::uint32_t attempt = 0;     // restarts in this allocation
+  std::uint32_t restarts = 0;    // restarts in every allocation recorded
+  std::uint32_t world_size = 0;
   std::string checkpoint;  // the newest committed one reported
+  std::optional<std::uint64_t> checkpoint_step;
+  std::optional<double> checkpoint_time;  // UNIX time of its commit
+  std::optional<double> seconds_since_checkpoint;
+  std::optional<double> median_step_seconds;
+  std::optional<double> samples_per_second;  // every rank together
+  double straggler_window_seconds = 0;
   std::vector<RankStatus> ranks;
+  std::vector<NodeStatus> nodes;
 };
 
 std::string status_json(const JobStatus& status);
 
+// The status back from its text; throws primus::Error (naming what is wrong) for text that is
+// not a status object. Unknown fields are ignored and missing ones left empty, so that an older
+// or newer launcher's file still reads.
+JobStatus parse_status(std::string_view text);
+
 // Writes `text` to `path` through a temporary file and a rename (0600); false (and no partial
 // file) when it cannot.
-bool write_status(const std::filesystem::path& path, const std::string& text);
+bool write_file_atomically(const std::filesystem::path& path, const std::string& text);
+inline bool write_status(const std::filesystem::path& path, const std::string& text) {
+  return write_file_atomically(path, text);
+}
 
 }  // namespace primus::launch

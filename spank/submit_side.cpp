@@ -52,6 +52,11 @@ void check_submission(spank_t /*sp*/, bool allocator) {
       if (spec == nullptr || spec->env.empty() || resolved.source <= OptionSource::kSite) continue;
       set_process_variable(std::string(spec->env), resolved.value);
     }
+    // The site's file_sd directory, for primus-launch in the batch step (a site row has no
+    // variable of its own: the user cannot set it, only read where it points).
+    if (const auto sd_dir = options.get("metrics-sd-dir")) {
+      set_process_variable("PRIMUS_METRICS_SD_DIR", sd_dir->value);
+    }
   }
 }
 

@@ -3,28 +3,50 @@ control channel").
 
 Under primus-launch (PRIMUS_CONTROL set) primus.init() connects there, proving the job secret
 with the same handshake as the collectives, and sends JSON lines: a hello; a heartbeat every
-PRIMUS_HEARTBEAT_INTERVAL seconds (5; 0: none) from a background thread, with the steps done
-(counted by primus.should_stop()), the last step's time, RSS and CPU time; events (a stop signal
-received, a checkpoint started or committed); an uncaught exception (type, message, last frame)
-before the rank dies; a goodbye at exit. Without PRIMUS_CONTROL nothing is sent, and a failure
-to reach the launcher is a warning: the rank is then supervised by its exit status only.
+PRIMUS_HEARTBEAT_INTERVAL seconds (5; 0: none) from a background thread (heartbeat_message()
+says what it holds); events (a stop signal received, a checkpoint started or committed); user
+scalars (primus.log); an uncaught exception (type, message, last frame) before the rank dies; a
+goodbye at exit. Without PRIMUS_CONTROL nothing is sent, and a failure to reach the launcher is
+a warning: the rank is then supervised by its exit status only.
+
+No message carries a NaN or an infinity: Python's json would write them as NaN and Infinity,
+which are not JSON, and the launcher would drop the connection over the line.
 """
 
 import atexit
+import collections
 import json
+import math
 import os
 import socket
+import statistics
 import sys
 import threading
 import time
 import traceback
 
+from . import _gpu, _node_stats
+
 _lock = threading.Lock()
 _sock = None
-_steps = 0
-_last_step_at = None
-_step_seconds = None
 _stop_reported = False
+
+# What the steps tell the heartbeats. should_stop() (the main thread) writes, the heartbeat
+# thread reads and empties the windows, under _stats_lock. A window holds the steps since the
+# previous heartbeat, the latest _WINDOW of them when nobody empties it (no launcher).
+_WINDOW = 4096
+_stats_lock = threading.Lock()
+_steps = 0
+_samples = 0
+_last_step_at = None      # time.monotonic() of the last should_stop() call
+_last_step_time = None    # time.time() of the same call
+_step_durations = collections.deque(maxlen=_WINDOW)
+_agreement_waits = collections.deque(maxlen=_WINDOW)
+_step_seconds = None      # the median step duration of the last window that had steps
+
+_beat_lock = threading.Lock()  # one heartbeat built at a time (the thread, and the goodbye's)
+_node_stats_reader = None      # on the node's local rank 0 only
+_beat_warned = False
 _stopping = threading.Event()
 
 # The dynamic data split (primus.data, --primus-data-mode=dynamic): what primus-launch sends.
@@ -44,7 +66,10 @@ def send(message):
     global _sock
     if _sock is None:
         return
-    line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+    try:
+        line = (json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    except (TypeError, ValueError):
+        return  # not JSON (finite_only() keeps heartbeats from getting here)
     with _lock:
         if _sock is None:
             return
@@ -69,25 +94,137 @@ def _rss_bytes():
         return None
 
 
+def finite_only(message):
+    """message (a dict) without its NaN and infinite floats, at any depth of dicts and lists:
+    a dict loses the key of such a value, a list the element. What the launcher reads must be
+    JSON, which has neither."""
+    if isinstance(message, dict):
+        return {key: finite_only(item) for key, item in message.items() if _finite(item)}
+    if isinstance(message, (list, tuple)):
+        return [finite_only(item) for item in message if _finite(item)]
+    return message
+
+
+def _finite(value):
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _is_local_rank_0():
+    try:
+        return int(os.environ.get("LOCAL_RANK") or 0) == 0
+    except ValueError:
+        return False
+
+
+def _read_node_stats():
+    global _node_stats_reader
+    if _node_stats_reader is None:
+        _node_stats_reader = _node_stats.NodeStats()
+    return _node_stats_reader.sample()
+
+
+def _warn_once(what, error):
+    global _beat_warned
+    if not _beat_warned:
+        _beat_warned = True
+        print(f"primus: warning: {what} failed ({type(error).__name__}: {error}); the "
+              "heartbeats go on, and further failures are not reported", file=sys.stderr)
+
+
+def _part(name, read):
+    """read()'s dict, or {} when it raises: one broken source never costs the heartbeat."""
+    try:
+        return read()
+    except Exception as error:  # noqa: BLE001 (the heartbeat thread must go on)
+        _warn_once(f"reading the {name} for a heartbeat", error)
+        return {}
+
+
+def heartbeat_message():
+    """The heartbeat to send now, a dict; it starts a new window of steps.
+
+    steps: should_stop() calls so far; samples: records consumed so far (primus.data's batches
+    and should_stop(samples=n)); cpu_seconds: this process's CPU time; step_seconds: the median
+    time between consecutive should_stop() calls in the window (the previous value when the
+    window has no step); last_step_time: the UNIX time of the last should_stop() call;
+    wait_seconds: the median time spent in should_stop()'s agreement in the window (see
+    agreement_waited()); rss_bytes; gpu_memory_bytes and gpu_utilization_ratio (0..1) where
+    NVML sees this rank's GPU; node_stats, from the node's local rank 0 only: cpu_usage_ratio
+    since the previous heartbeat, memory_used_bytes, memory_available_bytes,
+    network_receive_bytes_total and network_transmit_bytes_total (all but lo). A value that
+    cannot be known is left out."""
+    global _step_seconds
+    with _beat_lock:
+        with _stats_lock:
+            steps, samples, last_step_time = _steps, _samples, _last_step_time
+            durations, waits = list(_step_durations), list(_agreement_waits)
+            _step_durations.clear()
+            _agreement_waits.clear()
+        if durations:
+            _step_seconds = statistics.median(durations)
+        message = {"type": "heartbeat", "steps": steps, "samples": samples,
+                   "cpu_seconds": round(time.process_time(), 3)}
+        if _step_seconds is not None:
+            message["step_seconds"] = round(_step_seconds, 6)
+        if last_step_time is not None:
+            message["last_step_time"] = round(last_step_time, 3)
+        if waits:
+            message["wait_seconds"] = round(statistics.median(waits), 6)
+        rss = _rss_bytes()
+        if rss is not None:
+            message["rss_bytes"] = rss
+        message.update(_part("GPU", _gpu.sample))
+        if _is_local_rank_0():
+            node = _part("node's /proc counters", _read_node_stats)
+            if node:
+                message["node_stats"] = node
+        return finite_only(message)
+
+
 def heartbeat():
-    message = {"type": "heartbeat", "steps": _steps, "cpu_seconds": round(time.process_time(), 3)}
-    if _step_seconds is not None:
-        message["step_seconds"] = round(_step_seconds, 6)
-    rss = _rss_bytes()
-    if rss is not None:
-        message["rss_bytes"] = rss
+    if _sock is None:
+        return
+    try:
+        message = heartbeat_message()
+    except Exception as error:  # noqa: BLE001 (the heartbeat thread must go on)
+        _warn_once("building a heartbeat", error)
+        return
     send(message)
 
 
-def step_done(stop_signal):
-    """Called by should_stop() once per step: counts it, and reports a stop signal once."""
-    global _steps, _last_step_at, _step_seconds
+def step_done(stop_signal, samples=0):
+    """Called by should_stop() once per step, as it is entered: counts the step and its
+    samples, times it, and reports a stop signal once."""
+    global _steps, _samples, _last_step_at, _last_step_time
     now = time.monotonic()
-    if _last_step_at is not None:
-        _step_seconds = now - _last_step_at
-    _last_step_at = now
-    _steps += 1
+    with _stats_lock:
+        if _last_step_at is not None:
+            _step_durations.append(now - _last_step_at)
+        _last_step_at = now
+        _last_step_time = time.time()
+        _steps += 1
+        _samples += samples
     report_stop_signal(stop_signal)
+
+
+def agreement_waited(seconds):
+    """Called by should_stop() with the time its agreement (the allreduce of the stop flag)
+    took on this rank.
+
+    The launcher finds late ranks from these waits. The allreduce ends on every rank once the
+    last rank has joined it, so a rank waits there for the ranks that come after it: the last to
+    arrive waits least, the others about as much longer as it came later. With the medians over
+    a window, lateness_r = (median over the ranks of wait) - wait_r is how much later than the
+    typical rank rank r arrives, whatever the network's own share of the wait."""
+    with _stats_lock:
+        _agreement_waits.append(seconds)
+
+
+def add_samples(count):
+    """Records consumed by this rank (primus.data counts every batch it hands to the loop)."""
+    global _samples
+    with _stats_lock:
+        _samples += count
 
 
 def report_stop_signal(stop_signal):
@@ -107,7 +244,10 @@ def report_stop_signal(stop_signal):
 def _heartbeats(interval, stop_signal_of):
     while not _stopping.wait(interval):
         heartbeat()
-        report_stop_signal(stop_signal_of())
+        try:
+            report_stop_signal(stop_signal_of())
+        except Exception as error:  # noqa: BLE001 (the heartbeat thread must go on)
+            _warn_once("reporting a stop signal", error)
 
 
 def _read_launcher():

@@ -9,12 +9,14 @@ primus.comm, so that every rank stops at the same step.
 """
 
 import atexit
+import operator
 import os
 import signal
 import sys
 import threading
+import time
 
-from . import _control, _env
+from . import _control, _env, _gpu
 
 EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
 
@@ -210,18 +212,41 @@ def _communicator():
     return _comm
 
 
-def should_stop():
+def _sample_count(samples):
+    if samples is None:
+        return 0
+    if isinstance(samples, bool):
+        raise TypeError(f"should_stop(samples=...): expected an integer, got {samples!r}")
+    try:
+        count = operator.index(samples)
+    except TypeError:
+        raise TypeError(f"should_stop(samples=...): expected an integer, got "
+                        f"{type(samples).__name__}") from None
+    if count < 0:
+        raise ValueError(f"should_stop(samples=...): expected a count >= 0, got {count}")
+    return count
+
+
+def should_stop(samples=None):
     """True on every rank at the same step once any rank received a stop signal. Every rank
     calls it once per training step, after training on the step's batch: one max-allreduce of
     a flag through primus.comm (nothing in a world of one).
+
+    `samples`: the number of samples (records) this rank trained on in the step, for the
+    monitor's throughput, when the batches do not come from primus.data (which counts its own
+    batches: passing them here too would count them twice). Each call is also a step of the
+    heartbeats: its time, and how long this rank waited in the agreement, which tells the
+    launcher which rank comes late.
 
     In the dynamic data mode (--primus-data-mode=dynamic) ranks do not step together: a stop
     signal goes to primus-launch, which orders a checkpoint of every rank (see
     primus.data.Dataset.checkpoint_due()); should_stop() is True, with no collective, once this
     rank saved that stop's checkpoint."""
+    count = _sample_count(samples)
     job = init(torch=False) if _job is None else _job
     local = 1 if _stop_signal is not None else 0
-    _control.step_done(_stop_signal)
+    _control.step_done(_stop_signal, count)
+    _gpu.note_device()
     if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
         return _control.data_stop_saved()
     if job.world_size == 1:
@@ -229,7 +254,10 @@ def should_stop():
     import numpy as np
 
     flag = np.array([local], dtype=np.int32)
-    _communicator().allreduce(flag, op="max")
+    comm = _communicator()
+    started = time.perf_counter()
+    comm.allreduce(flag, op="max")
+    _control.agreement_waited(time.perf_counter() - started)
     return bool(flag[0])
 
 

@@ -36,6 +36,9 @@ batch_size=None) iterates the current epoch in the rank's process (num_workers=0
 processes use ds.loader(num_workers=N): worker w reads every N-th batch (decode runs there), the
 batches come out in order, the cursor counts what the loop received, and the workers ignore the
 stop signals so that only the rank decides when to stop.
+
+Every batch handed to the loop counts its records once in the heartbeats' "samples" (whichever
+way it is iterated), so a loop over primus.data does not pass samples to should_stop().
 """
 
 import importlib.util
@@ -136,6 +139,7 @@ class _Epoch:
         batch = self._plan.read_share(step, ds.rank, step + 1)
         ds._consumed = self._plan.consumed_after(step)
         ds._last_step = step
+        _control.add_samples(len(batch))
         return ds._decoded(batch)
 
     def __repr__(self):
@@ -297,6 +301,7 @@ class _DynamicEpoch:
             self._over = True
             raise StopIteration
         self.last_ids = ids
+        _control.add_samples(len(ids))
         return self._dynamic.read(ids) if ids else []
 
     def __repr__(self):
@@ -509,6 +514,9 @@ class Dataset(_Base):
                 for batch in super().__iter__():
                     dataset._consumed = plan.consumed_after(step)
                     dataset._last_step = step
+                    # Counted here, as the loop receives it, not where a worker reads it (in
+                    # another process, or in this one through _WorkerView with no workers).
+                    _control.add_samples(len(plan.share(step, dataset.rank)))
                     step += 1
                     yield batch
                 if dataset._epoch == epoch and step >= plan.steps:

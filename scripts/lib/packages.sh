@@ -3,12 +3,13 @@
 PRIMUS_BUILD_PACKAGES=(
   g++ make autoconf automake libtool pkg-config git
   libslurm-dev libpmix-dev libhdf5-dev hdf5-tools libboost-program-options-dev libisal-dev
-  libssl-dev nlohmann-json3-dev libgtest-dev
+  libssl-dev nlohmann-json3-dev libgtest-dev libcpp-httplib-dev
   python3 python3-dev python3-numpy python3-pybind11 pybind11-dev
 )
 PRIMUS_TEST_PACKAGES=(
   slurmctld slurmd slurm-client munge openmpi-bin lmod gdb
   python3-pytest python3-h5py python3-torch procps iproute2 strace
+  python3-matplotlib prometheus tmux
 )
 # --full: the fuzzer, and the baselines of the collectives benchmark (Open MPI's MPI_Allreduce,
 # Gloo).

@@ -347,6 +347,49 @@ def test_a_dataloader_reads_the_same_batches_with_and_without_workers(datasets, 
                                          num_workers=1))
 
 
+def samples_counted():
+    from primus import _control
+
+    return _control.heartbeat_message()["samples"]
+
+
+def test_every_batch_counts_its_records_once_in_the_heartbeats(datasets, monkeypatch):
+    """The heartbeats' samples grow by the records of each batch the loop receives, once,
+    however the epoch is iterated: directly, through a DataLoader, or through ds.loader() with
+    and without workers (whose reads happen in _WorkerView, in this process when there are
+    none)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed for this Python")
+    spec, fmt = datasets["lines"]
+    set_rank(monkeypatch, 2, 3)
+    settings = dict(format=fmt, global_batch_size=30_000, seed=5)
+    share = sum(len(b) for b in next(iter(Dataset(spec, **settings).epochs(1))))
+    assert 0 < share < RECORDS
+    ways = {
+        "epochs": lambda ds: next(iter(ds.epochs(1))),
+        "DataLoader": lambda ds: torch.utils.data.DataLoader(ds, batch_size=None),
+        "loader(0)": lambda ds: ds.loader(num_workers=0),
+        "loader(2)": lambda ds: ds.loader(num_workers=2),
+    }
+    for way, batches in ways.items():
+        before = samples_counted()
+        received = sum(len(b) for b in batches(Dataset(spec, **settings)))
+        assert received == share, way
+        assert samples_counted() - before == share, way
+    # Three batches taken, then the rest after a resume: every record counted once.
+    ds = Dataset(spec, **settings)
+    before = samples_counted()
+    taken = 0
+    for batch in ds.loader(num_workers=2):
+        taken += len(batch)
+        if taken >= 3 * 10_000:
+            break
+    assert samples_counted() - before == taken
+    resumed = Dataset(spec, **settings)
+    resumed.load_state_dict(ds.state_dict())
+    assert sum(len(b) for b in resumed.loader(num_workers=0)) == share - taken
+    assert samples_counted() - before == share
+
+
 def launch(workdir, nproc, run, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "RANK",
                                                                      "WORLD_SIZE"))}

@@ -10,7 +10,9 @@ For the testbed's scenarios: STEP_SLEEP=seconds per step; PROGRESS=FILE: rank 0 
 step it reached there; FAIL_AT=S (with FAIL_RANK, default 1, and FAIL_MARKER=FILE): that rank
 exits 3 at step S once (the marker says it did); HANG_AT=S (with HANG_RANK): that rank stops
 itself with SIGSTOP at step S, once (HANG_MARKER=FILE); CHILD=1: every rank starts a child that
-sleeps ten minutes, as a DataLoader worker that outlives its rank would.
+sleeps ten minutes, as a DataLoader worker that outlives its rank would; SLOW_RANK=R with
+SLOW_SLEEP=seconds: that rank sleeps so much longer each step, after training on its batch (a
+straggler). Rank 0 logs the loss with primus.log at every step.
 The model runs under primus.ddp (DDP whose gradient buckets keep their layout after a restart;
 plain DDP rebuilds them, and above two ranks the sums then round differently); DDP=plain: plain
 DistributedDataParallel.
@@ -76,6 +78,8 @@ def main():
 
         subprocess.Popen(["sleep", "600"])
     progress = os.environ.get("PROGRESS")
+    slow_rank = int(os.environ.get("SLOW_RANK", "-1"))
+    slow_sleep = float(os.environ.get("SLOW_SLEEP", "0"))
 
     def once(action, at_name, rank_name, marker_name):
         at = int(os.environ.get(at_name, "-1"))
@@ -107,6 +111,9 @@ def main():
         step += 1
         if step_sleep:
             time.sleep(step_sleep)
+        if job.rank == slow_rank:
+            time.sleep(slow_sleep)
+        primus.log(step, loss=float(loss))
         if progress and job.rank == 0:
             with open(progress + ".tmp", "w") as f:
                 f.write(str(step))
@@ -124,7 +131,7 @@ def main():
                 time.sleep(0.01)
         if step % SAVE_EVERY == 0:
             save(step)
-        if primus.should_stop():
+        if primus.should_stop(samples=PER_RANK_BATCH):
             if step % SAVE_EVERY != 0:
                 save(step)
             print(f"rank {job.rank}: stopped at step {step}", flush=True)

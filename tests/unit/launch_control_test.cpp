@@ -16,6 +16,7 @@
 #include "outcome.hpp"
 #include "primus/collectives/control.hpp"
 #include "primus/collectives/error.hpp"
+#include "primus/common/error.hpp"
 #include "primus/os/job_secret.hpp"
 #include "slurm_queries.hpp"
 #include "status.hpp"
@@ -163,32 +164,47 @@ TEST(LaunchControl, ScontrolRecordsKeepValuesWithSpacesAndTellPreemption) {
   EXPECT_FALSE(job_facts(parse_scontrol_record("JobState=RUNNING")).preempted);
 }
 
-TEST(LaunchControl, StatusJsonHasEveryRankAndOnlyWhatIsKnown) {
+TEST(LaunchControl, StatusJsonHasEveryRankAndOnlyWhatIsKnownAndReadsBack) {
   JobStatus status;
   status.time = "T";
   status.job = "12";
   status.state = "running";
   status.attempt = 1;
+  status.world_size = 2;
+  status.checkpoint_step = 30;
   RankStatus a;
   a.rank = 0;
   a.node = "n1";
   a.state = "running";
   a.steps = 40;
   a.step_seconds = 0.25;
+  a.straggler = true;
   RankStatus b;
   b.rank = 1;
   b.node = "n\"2";
   b.state = "exited";
   b.ended = "exit status 3";
   status.ranks = {a, b};
-  EXPECT_EQ(
-      status_json(status),
-      "{\"time\": \"T\", \"job\": \"12\", \"state\": \"running\", \"allocation\": 0, "
-      "\"attempt\": 1, \"checkpoint\": \"\", \"ranks\": [\n"
-      "  {\"rank\": 0, \"node\": \"n1\", \"state\": \"running\", \"steps\": 40, "
-      "\"step_seconds\": 0.25},\n"
-      "  {\"rank\": 1, \"node\": \"n\\\"2\", \"state\": \"exited\", \"ended\": \"exit status 3\"}\n"
-      "]}\n");
+  NodeStatus node;
+  node.node = "n1";
+  node.memory_used_bytes = 1U << 30;
+  status.nodes = {node};
+  const std::string text = status_json(status);
+  EXPECT_EQ(text,
+            "{\"time\": \"T\", \"job\": \"12\", \"state\": \"running\", \"allocation\": 0, "
+            "\"attempt\": 1, \"restarts\": 0, \"world_size\": 2, \"checkpoint\": \"\", "
+            "\"checkpoint_step\": 30, \"straggler_window_seconds\": 0.0, \"ranks\": [\n"
+            "  {\"rank\":0,\"node\":\"n1\",\"state\":\"running\",\"steps\":40,"
+            "\"step_seconds\":0.25,\"straggler\":true},\n"
+            "  {\"rank\":1,\"node\":\"n\\\"2\",\"state\":\"exited\",\"straggler\":false,"
+            "\"ended\":\"exit status 3\"}\n"
+            "], \"nodes\": [\n"
+            "  {\"node\":\"n1\",\"memory_used_bytes\":1073741824}\n"
+            "]}\n");
+  const JobStatus back = parse_status(text);
+  EXPECT_EQ(status_json(back), text);
+  EXPECT_THROW(parse_status("[1]"), primus::Error);
+  EXPECT_THROW(parse_status("{\"state\": "), primus::Error);
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("primus-status-" + std::to_string(::getpid()));
   ASSERT_TRUE(write_status(file, "{}\n"));

@@ -111,6 +111,41 @@ TEST(Options, TheDataRowsCheckTheirValues) {
       << "a global batch size has no default";
 }
 
+TEST(Options, TheMonitorRowsCheckTheirValues) {
+  const auto check = [](const char* name, const char* value) -> std::string {
+    try {
+      parse_command_line_options(OptionSource::kSrun, {{name, value}});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
+           {"primus-metrics", "0"},
+           {"primus-metrics", "9100"},
+           {"primus-metrics", "0.0.0.0:9100"},
+           {"primus-metrics", "node-1:0"},
+           {"primus-metrics-file", "/var/lib/node_exporter/primus.prom"},
+           {"primus-progress-interval", "0"},
+           {"primus-straggler-window", "120"}}) {
+    EXPECT_EQ(check(name, value), "") << name << "=" << value;
+  }
+  EXPECT_NE(check("primus-metrics", "70000").find("--primus-metrics: expected [ADDR:]PORT"),
+            std::string::npos);
+  EXPECT_NE(check("primus-metrics", "a b:1").find("[ADDR:]PORT"), std::string::npos);
+  EXPECT_NE(check("primus-metrics", "host:").find("[ADDR:]PORT"), std::string::npos);
+  EXPECT_NE(check("primus-straggler-window", "1h").find("--primus-straggler-window"),
+            std::string::npos);
+  EXPECT_EQ(parse_site_arguments({"metrics_sd_dir=/var/lib/primus-sd"})
+                .values.at("metrics-sd-dir")
+                .value_or(""),
+            "/var/lib/primus-sd");
+  EXPECT_NE(error_of([] {
+              parse_site_arguments({"metrics_sd_dir=relative"});
+            }).find("metrics_sd_dir: expected an absolute path"),
+            std::string::npos);
+}
+
 TEST(Options, SiteArgumentsAreValidatedByKey) {
   const OptionLayer layer = parse_site_arguments({"framework=tensorflow", "port_range=30000-30999",
                                                   "verbose=yes", "ckpt_roots=/scratch:/home"});

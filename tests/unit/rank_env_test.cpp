@@ -86,6 +86,8 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_PREEMPT_SIGNAL", "USR2"},
       {"PRIMUS_HANG_TIMEOUT", "off"},
       {"PRIMUS_HEARTBEAT_INTERVAL", "5"},
+      {"PRIMUS_PROGRESS_INTERVAL", "60"},
+      {"PRIMUS_STRAGGLER_WINDOW", "60"},
       {"PRIMUS_DATA_FORMAT", "tfrecord"},
       {"PRIMUS_DATA_MODE", "static"},
       {"PRIMUS_SEED", "0"},
