@@ -7,8 +7,11 @@
 namespace primus::launch {
 namespace {
 
-// A rate needs some time between its two readings, or it is noise.
+// A rate needs some time between its two readings, or it is noise: network totals are sampled
+// at every heartbeat; samples and CPU time, which move in whole batches and scheduler ticks,
+// over two seconds at least.
 constexpr double kMinRateSeconds = 0.2;
+constexpr double kMinSampleRateSeconds = 1.9;
 // Waits a rank must have reported in the window before its lateness is judged.
 constexpr std::size_t kMinWaits = 3;
 
@@ -40,7 +43,7 @@ void Monitor::heartbeat(RankState& rank, const Report& r, double steady) {
   if (r.samples) {
     if (rank.samples_at && *r.samples >= rank.samples_at->second) {
       const double seconds = steady - rank.samples_at->first;
-      if (seconds >= kMinRateSeconds) {
+      if (seconds >= kMinSampleRateSeconds) {
         s.samples_per_second = static_cast<double>(*r.samples - rank.samples_at->second) / seconds;
         rank.samples_at = {steady, *r.samples};
       }
@@ -52,7 +55,7 @@ void Monitor::heartbeat(RankState& rank, const Report& r, double steady) {
   if (r.cpu_seconds) {
     if (rank.cpu_at && *r.cpu_seconds >= rank.cpu_at->second) {
       const double seconds = steady - rank.cpu_at->first;
-      if (seconds >= kMinRateSeconds) {
+      if (seconds >= kMinSampleRateSeconds) {
         s.cpu_usage_ratio = (*r.cpu_seconds - rank.cpu_at->second) / seconds;
         rank.cpu_at = {steady, *r.cpu_seconds};
       }
@@ -188,6 +191,8 @@ JobStatus Monitor::snapshot(double steady, double wall, const std::string& time)
   for (const auto& [number, rank] : ranks_) {
     RankStatus r = rank.status;
     if (rank.last_report) r.seconds_since_report = std::max(0.0, steady - *rank.last_report);
+    // Rank 0 commits for all: a rank that reported no checkpoint of its own has the job's.
+    if (!r.last_checkpoint_step) r.last_checkpoint_step = checkpoint_step_;
     if (r.samples_per_second && r.state == "running") {
       total_rate += *r.samples_per_second;
       any_rate = true;

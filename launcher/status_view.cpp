@@ -50,17 +50,17 @@ std::string status_view(const JobStatus& s, double now) {
                          r.node.c_str(), r.lateness_seconds.value_or(0));
   }
   if (!stragglers.empty()) out += "stragglers:" + stragglers + "\n";
-  out +=
-      format("%5s  %-12s %-8s %9s %10s %8s %11s %9s %8s %5s  %s\n", "RANK", "NODE", "STATE", "STEP",
-             "SAMPLES/S", "LATE_S", "LAST_STEP", "LAST_CKPT", "RSS_MB", "CPU%", "STRAGGLER");
+  out += format("%5s  %-12s %-8s %9s %10s %8s %11s %9s %8s %5s %9s  %s\n", "RANK", "NODE", "STATE",
+                "STEP", "SAMPLES/S", "LATE_S", "LAST_STEP", "LAST_CKPT", "RSS_MB", "CPU%",
+                "STRAGGLER", "ENDED");
   for (const RankStatus& r : s.ranks) {
     out += format(
-        "%5u  %-12s %-8s %9s %10s %8s %11s %9s %8s %5s  %s\n", r.rank, r.node.c_str(),
+        "%5u  %-12s %-8s %9s %10s %8s %11s %9s %8s %5s %9s  %s\n", r.rank, r.node.c_str(),
         r.state.c_str(), cell(r.steps, 1, "%.0f").c_str(),
         cell(r.samples_per_second, 1, "%.1f").c_str(), cell(r.lateness_seconds, 1, "%.3f").c_str(),
         age(r.last_step_time, now).c_str(), cell(r.last_checkpoint_step, 1, "%.0f").c_str(),
         cell(r.rss_bytes, 1 << 20, "%.0f").c_str(), cell(r.cpu_usage_ratio, 0.01, "%.0f").c_str(),
-        r.straggler ? "yes" : (r.ended.empty() ? "" : r.ended.c_str()));
+        r.straggler ? "yes" : "-", r.ended.c_str());
   }
   if (!s.nodes.empty()) {
     out += format("\n%-12s %6s %12s %12s %10s %10s\n", "NODE", "CPU%", "MEM_USED_GB",

@@ -207,6 +207,18 @@ def step_done(stop_signal, samples=0):
     report_stop_signal(stop_signal)
 
 
+def resumed_at(step):
+    """Called by checkpoint.load(): a process that resumes before its first step counts its
+    steps from the checkpoint's, so that the monitor shows the training step (one
+    should_stop() per step) rather than the steps of this attempt alone."""
+    global _steps
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return
+    with _stats_lock:
+        if _steps == 0 and _last_step_at is None:
+            _steps = step
+
+
 def agreement_waited(seconds):
     """Called by should_stop() with the time its agreement (the allreduce of the stop flag)
     took on this rank.

@@ -315,6 +315,7 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
     restored = Restored(checkpoint, state, meta, rng_values, list(skipped))
     if restore_rng:
         restored.restore_rng()
+    _control.resumed_at(restored.step)
     return restored
 
 
