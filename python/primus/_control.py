@@ -42,6 +42,7 @@ _last_step_at = None      # time.monotonic() of the last should_stop() call
 _last_step_time = None    # time.time() of the same call
 _step_durations = collections.deque(maxlen=_WINDOW)
 _agreement_waits = collections.deque(maxlen=_WINDOW)
+_gradient_wait = 0.0  # primus.ddp's first-bucket wait in the current step, added to its agreement
 _step_seconds = None      # the median step duration of the last window that had steps
 
 _beat_lock = threading.Lock()  # one heartbeat built at a time (the thread, and the goodbye's)
@@ -228,8 +229,19 @@ def agreement_waited(seconds):
     arrive waits least, the others about as much longer as it came later. With the medians over
     a window, lateness_r = (median over the ranks of wait) - wait_r is how much later than the
     typical rank rank r arrives, whatever the network's own share of the wait."""
+    global _gradient_wait
     with _stats_lock:
-        _agreement_waits.append(seconds)
+        _agreement_waits.append(seconds + _gradient_wait)
+        _gradient_wait = 0.0
+
+
+def gradient_waited(seconds):
+    """Called by primus.ddp's communication hook with how long this rank waited for the step's
+    first gradient bucket to be all-reduced. Under DDP a rank that is slow before its backward
+    pass makes the others wait there, not in should_stop(): the two waits of a step are added."""
+    global _gradient_wait
+    with _stats_lock:
+        _gradient_wait += seconds
 
 
 def add_samples(count):

@@ -9,6 +9,11 @@ uninterrupted run did at that step; above two ranks the ring's partial sums then
 differently, and the bits part. With find_unused_parameters=True the reducer never rebuilds: every
 step of every run reduces in the same layout. It costs one traversal of the autograd graph per
 step (measured against plain DDP by tests/bench/bench_launch_slurm.py).
+
+The gradients are all-reduced by torch's own allreduce hook (which DDP documents as giving the
+results of no hook), wrapped to time the first bucket of every step: how long this rank waits
+for the others there is how the monitor sees a rank that is slow before its backward pass
+(docs/architecture.md, "The monitor").
 """
 
 
@@ -39,4 +44,26 @@ def ddp(model, **kwargs):
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return model
     kwargs["find_unused_parameters"] = True
-    return torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    wrapped = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    wrapped.register_comm_hook(None, _timed_allreduce)
+    return wrapped
+
+
+def _timed_allreduce(state, bucket):
+    """torch's allreduce hook; for bucket 0, the first one ready in a step, the time from this
+    rank's contribution to the sum goes to the heartbeats."""
+    import time
+
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    from . import _control
+
+    if bucket.index() != 0:
+        return default_hooks.allreduce_hook(state, bucket)
+    started = time.perf_counter()
+
+    def timed(future):
+        _control.gradient_waited(time.perf_counter() - started)
+        return future.value()
+
+    return default_hooks.allreduce_hook(state, bucket).then(timed)

@@ -190,6 +190,40 @@ def test_the_agreement_waits_show_which_rank_comes_late():
     assert "node_stats" in beats[0] and "node_stats" not in beats[1]
 
 
+def test_under_primus_ddp_a_rank_slow_before_its_backward_pass_is_seen_late():
+    """Under DDP the ranks meet in the gradient all-reduce before should_stop(): a rank that is
+    slow before its forward pass makes the others wait there, and they all arrive at
+    should_stop() together. primus.ddp's hook times the first bucket's wait and adds it to the
+    step's: rank 0 still shows the wait, rank 1 (the slow one) does not."""
+    pytest.importorskip("torch")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        master_port = s.getsockname()[1]
+    script = ("import json, time, torch, primus\n"
+              "from primus import _control\n"
+              "job = primus.init()\n"
+              "torch.manual_seed(0)\n"
+              "torch.set_num_threads(1)\n"
+              "model = primus.ddp(torch.nn.Linear(8, 2))\n"
+              "x = torch.randn(4, 8)\n"
+              "for step in range(7):\n"
+              "    if job.rank == 1:\n"
+              "        time.sleep(0.2)\n"
+              "    model(x).sum().backward()\n"
+              "    primus.should_stop(samples=4)\n"
+              "print(json.dumps(_control.heartbeat_message(), allow_nan=False))\n")
+    results = plain_ranks(2, script, lambda rank: {"LOCAL_RANK": str(rank),
+                                                   "MASTER_PORT": str(master_port)})
+    beats = []
+    for code, out, err in results:
+        assert code == 0, err
+        beats.append(json.loads(out.splitlines()[-1]))
+    assert beats[0]["wait_seconds"] >= 0.15, beats
+    assert beats[1]["wait_seconds"] < 0.1, beats
+
+
 def test_should_stop_refuses_samples_that_are_not_a_count():
     for bad, error in ((-1, ValueError), (2.5, TypeError), (True, TypeError), ("8", TypeError)):
         with pytest.raises(error, match=r"should_stop\(samples=\.\.\.\)"):
