@@ -138,7 +138,7 @@ def test_sbatch_runs_eight_ranks_on_four_nodes_as_one_step(reference):
     assert sorted(p.name for p in logs.iterdir()) == [f"rank-{r}.log" for r in range(8)]
     assert "finished at step 12" in (logs / "rank-5.log").read_text()
     status = json.loads((run.dir / f"primus-{run.job}" / "status.json").read_text())
-    assert status["state"] == "attempt ended" and len(status["ranks"]) == 8, status
+    assert status["state"] == "finished" and len(status["ranks"]) == 8, status
     assert {r["node"] for r in status["ranks"]} == {"n1", "n2", "n3", "n4"}, status
     assert all(r["ended"] == "exit status 0" for r in status["ranks"]), status
 
