@@ -36,6 +36,7 @@
 #include "primus/common/slurm_step.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
+#include "rank_process.hpp"
 #include "reaper.hpp"
 #include "resume.hpp"
 #include "slurm_attempt.hpp"
@@ -851,6 +852,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
 }
 
 int launch(const std::vector<std::string>& args) {
+  raise_open_file_limit();
   const Environment env = process_environment();
   Settings s = parse(args, env);
   const ResolvedCommand command = resolve_command(s.command.front(), std::getenv("PATH"));

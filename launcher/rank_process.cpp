@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,26 @@ bool pump_output(RankProcess& rank, bool label) {
   }
 }
 
+namespace {
+rlim_t given_open_files = 0;
+bool open_files_raised = false;
+}  // namespace
+
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  given_open_files = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  open_files_raised = ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
+void restore_open_file_limit() {
+  rlimit limit{};
+  if (!open_files_raised || ::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  limit.rlim_cur = given_open_files;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 RankProcess spawn_rank(const RankSpawn& setup) {
   const std::uint32_t number = setup.number;
   RankProcess rank;
@@ -116,6 +137,7 @@ RankProcess spawn_rank(const RankSpawn& setup) {
     for (const int sig : kStopSignals)
       ::signal(sig, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+    restore_open_file_limit();
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     ::dup2(write_end.get(), STDOUT_FILENO);

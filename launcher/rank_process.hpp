@@ -50,6 +50,12 @@ bool pump_output(RankProcess& rank, bool label);
 // Copies a last partial line and closes the pipe.
 void end_output(RankProcess& rank, bool label);
 
+// The launcher holds a descriptor or two per rank (control connections, output pipes): it
+// raises its soft limit on open files to the hard one, and gives a child (a rank, srun) the
+// limit it was given itself again (restore_open_file_limit, between fork and exec).
+void raise_open_file_limit();
+void restore_open_file_limit();
+
 // Writes everything, retrying on EINTR; a closed terminal or a full disk is ignored.
 void write_all(int fd, const char* data, std::size_t size);
 

@@ -59,6 +59,7 @@ pid_t start_srun(const SlurmAttemptSetup& setup) {
     for (const int sig : kStopSignals)
       ::signal(sig, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+    restore_open_file_limit();
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     ::execve(setup.srun.c_str(), argv_p.data(), env_p.data());
