@@ -1,5 +1,6 @@
 """Where this rank stands, from the variables the Primus plugin or primus-launch set."""
 
+import operator
 import os
 
 
@@ -51,3 +52,17 @@ def job_secret():
         if value:
             _secret = value
     return _secret
+
+
+def count(value, where):
+    """`value` as an int >= 0 (any integer type, not bool); TypeError or ValueError naming
+    `where` otherwise."""
+    if isinstance(value, bool):
+        raise TypeError(f"{where}: expected an integer, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{where}: expected an integer, got {type(value).__name__}") from None
+    if number < 0:
+        raise ValueError(f"{where}: expected an integer >= 0, got {number}")
+    return number

@@ -14,13 +14,12 @@ spelling; JSON has no such numbers).
 import json
 import math
 import numbers
-import operator
 import os
 import re
 import sys
 import time
 
-from . import _control, _runtime
+from . import _control, _env, _runtime
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What primus-launch takes in one scalars message; it ignores a line beyond these.
@@ -32,16 +31,7 @@ _warned = False
 
 
 def _step(step):
-    if isinstance(step, bool):
-        raise TypeError(f"primus.log: step: expected an integer, got {step!r}")
-    try:
-        step = operator.index(step)
-    except TypeError:
-        raise TypeError(f"primus.log: step: expected an integer, got "
-                        f"{type(step).__name__}") from None
-    if step < 0:
-        raise ValueError(f"primus.log: step: expected an integer >= 0, got {step}")
-    return step
+    return _env.count(step, "primus.log: step")
 
 
 def _is_bool(value):

@@ -9,7 +9,6 @@ primus.comm, so that every rank stops at the same step.
 """
 
 import atexit
-import operator
 import os
 import signal
 import sys
@@ -213,18 +212,7 @@ def _communicator():
 
 
 def _sample_count(samples):
-    if samples is None:
-        return 0
-    if isinstance(samples, bool):
-        raise TypeError(f"should_stop(samples=...): expected an integer, got {samples!r}")
-    try:
-        count = operator.index(samples)
-    except TypeError:
-        raise TypeError(f"should_stop(samples=...): expected an integer, got "
-                        f"{type(samples).__name__}") from None
-    if count < 0:
-        raise ValueError(f"should_stop(samples=...): expected a count >= 0, got {count}")
-    return count
+    return 0 if samples is None else _env.count(samples, "should_stop(samples=...)")
 
 
 def should_stop(samples=None):

@@ -318,5 +318,16 @@ TEST(LaunchMonitor, TheSitesSettingsComeFromThePrimusPluginsPlugstackLine) {
   EXPECT_TRUE(primus_plugstack_arguments("include /etc/slurm/plugstack.conf.d/*\n").empty());
 }
 
+TEST(LaunchMonitor, TheJobDirectoryGoesIntoTheCommentAndComesBack) {
+  EXPECT_EQ(job_dir_comment("/scratch/ada/run 1"), "primus-job-dir=/scratch/ada/run 1");
+  EXPECT_EQ(job_dir_from_comment(job_dir_comment("/scratch/ada/run 1")), "/scratch/ada/run 1");
+  EXPECT_FALSE(job_dir_from_comment("my own note"));
+  EXPECT_FALSE(job_dir_from_comment("primus-job-dir="));
+  const JobFacts facts =
+      job_facts(parse_scontrol_record("JobId=3 JobState=RUNNING Comment=primus-job-dir=/a b"));
+  EXPECT_EQ(facts.comment, "primus-job-dir=/a b");
+  EXPECT_EQ(job_facts(parse_scontrol_record("JobId=3 Comment=(null)")).comment, "");
+}
+
 }  // namespace
 }  // namespace primus::launch
