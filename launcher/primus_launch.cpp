@@ -303,6 +303,7 @@ int report_command(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {python, "-m", "primus.report", dir.string()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   std::vector<char*> pointers;
+  pointers.reserve(argv.size() + 1);
   for (std::string& arg : argv)
     pointers.push_back(arg.data());
   pointers.push_back(nullptr);
