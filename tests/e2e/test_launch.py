@@ -342,7 +342,9 @@ def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
     module = f". {INIT}; module use {prefix}/share/modulefiles; module load primus; "
     res = testbed.user_cmd(["bash", "-c", module + f"primus-launch status {run.job}"],
                            cwd=run.dir)
-    rows = [line.split() for line in res.stdout.splitlines() if line.split()[0].isdigit()]
+    # The ranks' table: the lines that start with a rank number (the nodes' table follows).
+    rows = [words for words in map(str.split, res.stdout.splitlines())
+            if words and words[0].isdigit()]
     assert len(rows) == 8 and all(row[2] == "running" for row in rows), res.stdout + res.stderr
     assert int(rows[0][3]) >= 3, res.stdout
     res = testbed.user_cmd(["bash", "-c", module + f"primus-launch stop {run.job}"], cwd=run.dir)
