@@ -201,19 +201,24 @@ def test_under_primus_ddp_a_rank_slow_before_its_backward_pass_is_seen_late():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         master_port = s.getsockname()[1]
+    # The model lives in a function, as in a training script: a DDP model still alive when
+    # the interpreter tears down (a module global) can make torch 1.13 abort at exit
+    # ("terminate called without an active exception"), seen once in fresh-root.
     script = ("import json, time, torch, primus\n"
               "from primus import _control\n"
-              "job = primus.init()\n"
-              "torch.manual_seed(0)\n"
-              "torch.set_num_threads(1)\n"
-              "model = primus.ddp(torch.nn.Linear(8, 2))\n"
-              "x = torch.randn(4, 8)\n"
-              "for step in range(7):\n"
-              "    if job.rank == 1:\n"
-              "        time.sleep(0.2)\n"
-              "    model(x).sum().backward()\n"
-              "    primus.should_stop(samples=4)\n"
-              "print(json.dumps(_control.heartbeat_message(), allow_nan=False))\n")
+              "def main():\n"
+              "    job = primus.init()\n"
+              "    torch.manual_seed(0)\n"
+              "    torch.set_num_threads(1)\n"
+              "    model = primus.ddp(torch.nn.Linear(8, 2))\n"
+              "    x = torch.randn(4, 8)\n"
+              "    for step in range(7):\n"
+              "        if job.rank == 1:\n"
+              "            time.sleep(0.2)\n"
+              "        model(x).sum().backward()\n"
+              "        primus.should_stop(samples=4)\n"
+              "    print(json.dumps(_control.heartbeat_message(), allow_nan=False))\n"
+              "main()\n")
     results = plain_ranks(2, script, lambda rank: {"LOCAL_RANK": str(rank),
                                                    "MASTER_PORT": str(master_port)})
     beats = []
