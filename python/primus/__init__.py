@@ -6,17 +6,21 @@
 `primus.init()` and `primus.should_stop()` make a stopped (preempted) job save at a step every
 rank agrees on and exit with `primus.EXIT_PREEMPTED`; should_stop() also counts the steps (and
 with samples=n the samples) that the heartbeats report to primus-launch's monitor;
-`primus.log(step, loss=...)` records user scalars in the job directory's metrics.jsonl.
+`primus.log(step, loss=...)` records user scalars in the job directory's metrics.jsonl;
+`primus.train(model, dataset, epochs=10, workers=4)` is a ready data-parallel training loop
+built from these calls (checkpoints, exact resume, a stop that saves).
 The rank environment (RANK, WORLD_SIZE, MASTER_ADDR, PRIMUS_CKPT_DIR, ...) comes from the Primus
 SPANK plugin under srun, or from primus-launch.
 """
 
 __version__ = "0.1.0"
 __all__ = ["checkpoint", "comm", "data", "ddp", "init", "log", "should_stop", "stop_requested",
-           "worker_init_fn", "EXIT_PREEMPTED", "Job", "__version__"]
+           "train", "worker_init_fn", "EXIT_PREEMPTED", "Job", "StepInfo", "TrainResult",
+           "__version__"]
 
 from ._ddp import ddp  # noqa: E402 (imports torch only when called)
 from ._metrics import log  # noqa: E402
+from ._train import StepInfo, TrainResult, train  # noqa: E402 (imports torch only when called)
 
 from ._runtime import (EXIT_PREEMPTED, Job, init, should_stop, stop_requested,  # noqa: E402
                        worker_init_fn)

@@ -47,7 +47,7 @@ import os
 from . import _control, _data, _env
 from ._data import DataError
 
-__all__ = ["Dataset", "DataError"]
+__all__ = ["Dataset", "DataError", "write_tfrecord"]
 
 _SHUFFLES = ("none", "records", "blocks")
 _TRUE = ("1", "yes", "true")
@@ -101,6 +101,34 @@ def _choice(value, argument, variable, choices):
         raise ValueError(f"{variable or argument}: expected one of {', '.join(choices)}, got "
                          f"{value!r}")
     return value
+
+
+def write_tfrecord(path, records):
+    """Writes `records` (an iterable of bytes) to the TFRecord file `path` (length, masked
+    CRC32C of the length, data, masked CRC32C of the data: TensorFlow's framing). The file
+    appears whole or not at all: it is written under a temporary name and renamed. Returns the
+    number of records written."""
+    path = os.fspath(path)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    count = 0
+    try:
+        with open(temporary, "wb") as out:
+            for record in records:
+                if not isinstance(record, (bytes, bytearray, memoryview)):
+                    raise TypeError(f"write_tfrecord: record {count}: expected bytes, got "
+                                    f"{type(record).__name__}")
+                out.write(_data.tfrecord_frame(bytes(record)))
+                count += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    return count
 
 
 def index_cache_dir():
@@ -332,6 +360,43 @@ class _WorkerView(_Base):
             yield self._ds._decoded(plan.read_share(step, self._ds.rank, step + workers))
 
 
+def _is_map_style(source):
+    """A torch map-style dataset (or any sequence of samples): len() and [i], not a path."""
+    return (not isinstance(source, (str, bytes, os.PathLike)) and hasattr(source, "__len__")
+            and hasattr(source, "__getitem__"))
+
+
+class _MapCore:
+    """What a Dataset over a map-style source knows of it in place of files: its length, and a
+    fingerprint (the source's class and length) that a cursor must match."""
+
+    format = "map"
+    record_size = 0
+    files = ()
+
+    def __init__(self, source):
+        self.source = source
+        self.records = len(source)
+        kind = type(source)
+        self.fingerprint = f"map:{kind.__module__}.{kind.__qualname__}:{self.records}"
+
+
+class _MapPlan:
+    """An epoch's plan over a map-style source: the ids of each share, and its samples."""
+
+    def __init__(self, core, plan):
+        self._source = core.source
+        self._plan = plan
+        self.steps = plan.steps
+        self.used_records = plan.used_records
+        self.step_at = plan.step_at
+        self.consumed_after = plan.consumed_after
+        self.share = plan.share
+
+    def read_share(self, step, rank, prefetch=-1):  # noqa: ARG002 (nothing to announce)
+        return [self._source[int(i)] for i in self._plan.share(step, rank)]
+
+
 class Dataset(_Base):
     """This rank's reader of a dataset. Arguments left None come from the PRIMUS_* settings
     (--primus-data, --primus-data-format, --primus-global-batch-size, --primus-seed,
@@ -342,19 +407,28 @@ class Dataset(_Base):
     fixed:N one (n, N) uint8 numpy array.
 
     Opening checks every file of the dataset (building the indexes that are missing): a bad file
-    raises DataError naming it and the byte offset, on every rank alike."""
+    raises DataError naming it and the byte offset, on every rank alike.
+
+    `spec` may also be a torch map-style dataset (anything with len() and [i]): the same global
+    order, split and cursor over its indexes 0..len-1, and a batch is the list of its samples
+    (through `decode` when given). Its fingerprint is its class and length. Static mode only."""
 
     def __init__(self, spec=None, *, format=None, global_batch_size=None, seed=None, shuffle=None,
                  shuffle_block=None, drop_last=None, mode=None, decode=None):
         super().__init__()
-        spec, _ = _setting(spec, "PRIMUS_DATA")
-        if spec is None:
-            raise ValueError("no dataset: pass spec=... or run with --primus-data=SPEC "
-                             "(PRIMUS_DATA)")
-        spec = os.fspath(spec)
+        source = spec if _is_map_style(spec) else None
+        if source is None:
+            spec, _ = _setting(spec, "PRIMUS_DATA")
+            if spec is None:
+                raise ValueError("no dataset: pass spec=... or run with --primus-data=SPEC "
+                                 "(PRIMUS_DATA)")
+            spec = os.fspath(spec)
         fmt, fmt_from = _setting(format, "PRIMUS_DATA_FORMAT", "tfrecord")
         mode, mode_from = _setting(mode, "PRIMUS_DATA_MODE", "static")
         self.mode = _choice(mode, "mode", mode_from, ("static", "dynamic"))
+        if source is not None and self.mode != "static":
+            raise ValueError(f"{mode_from or 'mode'}: a map-style dataset has the static split "
+                             "only (the dynamic mode hands out splits of files)")
         batch, batch_from = _setting(global_batch_size, "PRIMUS_GLOBAL_BATCH_SIZE")
         if batch is None and self.mode == "static":
             raise ValueError("no global batch size: pass global_batch_size=... or run with "
@@ -368,7 +442,10 @@ class Dataset(_Base):
         block, block_from = _setting(shuffle_block, "PRIMUS_SHUFFLE_BLOCK", 1024)
         self.shuffle_block = _integer(block, "shuffle_block", block_from, 1, 1 << 40)
         drop, drop_from = _setting(drop_last, "PRIMUS_DROP_LAST", False)
-        self.drop_last = _boolean(drop, "drop_last", drop_from)
+        self._drop_last = _boolean(drop, "drop_last", drop_from)
+        # Whether drop_last was chosen (argument or PRIMUS_DROP_LAST), not defaulted:
+        # primus.train drops the last global batch unless somebody chose otherwise.
+        self.drop_last_chosen = drop_last is not None or drop_from is not None
         if decode is not None and not callable(decode):
             raise TypeError(f"decode: expected a callable, got {type(decode).__name__}")
         self._decode = decode
@@ -377,12 +454,15 @@ class Dataset(_Base):
                              "the splits over its control channel (PRIMUS_CONTROL is not set); "
                              "run the job under primus-launch, or use the static split")
         self.rank, self.world_size = _env.rank_and_world()
-        what = "spec" if spec is not None and os.environ.get("PRIMUS_DATA") != spec \
-            else "--primus-data"
-        if fmt_from is not None and not isinstance(fmt, str):
-            raise TypeError("format: expected a string")
-        self._core = _data.Dataset(spec, fmt if isinstance(fmt, str) else str(fmt),
-                                   index_cache_dir(), what)
+        if source is not None:
+            self._core = _MapCore(source)
+            spec = f"<{type(source).__name__} of {self._core.records}>"
+        else:
+            what = "spec" if os.environ.get("PRIMUS_DATA") != spec else "--primus-data"
+            if fmt_from is not None and not isinstance(fmt, str):
+                raise TypeError("format: expected a string")
+            self._core = _data.Dataset(spec, fmt if isinstance(fmt, str) else str(fmt),
+                                       index_cache_dir(), what)
         self.spec = spec
         self.format = self._core.format
         self._epoch = 0
@@ -392,6 +472,21 @@ class Dataset(_Base):
         self._dynamic = _Dynamic(self) if self.mode == "dynamic" else None
 
     # What the dataset is.
+    @property
+    def drop_last(self):
+        """Whether the last global batch of an epoch is dropped when it is not full."""
+        return self._drop_last
+
+    @drop_last.setter
+    def drop_last(self, value):
+        value = _boolean(value, "drop_last", None)
+        if value != self._drop_last:
+            if self._epoch != 0 or self._consumed != 0:
+                raise ValueError("drop_last: set it before reading or loading a cursor (it "
+                                 "changes every epoch's plan)")
+            self._drop_last = value
+            self._plans = {}
+
     @property
     def records(self):
         """The number of records in the dataset."""
@@ -420,8 +515,15 @@ class Dataset(_Base):
     def _plan(self, epoch):
         plan = self._plans.get(epoch)
         if plan is None:
-            plan = _data.Plan(self._core, self.global_batch_size, self.shuffle, self.shuffle_block,
-                              self.seed, self.drop_last, epoch, self.world_size)
+            if isinstance(self._core, _MapCore):
+                plan = _MapPlan(self._core, _data.IndexPlan(
+                    self._core.records, self._core.fingerprint, self.global_batch_size,
+                    self.shuffle, self.shuffle_block, self.seed, self.drop_last, epoch,
+                    self.world_size))
+            else:
+                plan = _data.Plan(self._core, self.global_batch_size, self.shuffle,
+                                  self.shuffle_block, self.seed, self.drop_last, epoch,
+                                  self.world_size)
             self._plans = {epoch: plan}  # one epoch at a time
         return plan
 

@@ -45,21 +45,28 @@ void settle_malloc_thresholds() {
   (void)once;
 }
 
-PlanSettings settings_from(const Dataset& dataset, std::uint64_t global_batch_size,
-                           const std::string& shuffle, std::uint64_t shuffle_block,
-                           std::uint64_t seed, bool drop_last) {
+PlanSettings plan_settings(const std::string& fingerprint, std::uint64_t records,
+                           std::uint64_t global_batch_size, const std::string& shuffle,
+                           std::uint64_t shuffle_block, std::uint64_t seed, bool drop_last) {
   const auto mode = primus::data::parse_shuffle(shuffle);
   if (!mode)
     throw primus::Error("shuffle: expected one of none, records, blocks, got '" + shuffle + "'");
   PlanSettings settings;
-  settings.fingerprint = dataset.fingerprint();
-  settings.records = dataset.records();
+  settings.fingerprint = fingerprint;
+  settings.records = records;
   settings.global_batch_size = global_batch_size;
   settings.shuffle = *mode;
   settings.shuffle_block = shuffle_block;
   settings.seed = seed;
   settings.drop_last = drop_last;
   return settings;
+}
+
+PlanSettings settings_from(const Dataset& dataset, std::uint64_t global_batch_size,
+                           const std::string& shuffle, std::uint64_t shuffle_block,
+                           std::uint64_t seed, bool drop_last) {
+  return plan_settings(dataset.fingerprint(), dataset.records(), global_batch_size, shuffle,
+                       shuffle_block, seed, drop_last);
 }
 
 PlanSettings settings_from_dict(const py::dict& d) {
@@ -326,6 +333,34 @@ PYBIND11_MODULE(_data, m) {
       .def("share", &Plan::share, py::arg("step"), py::arg("rank"))
       .def("read_share", &Plan::read_share, py::arg("step"), py::arg("rank"),
            py::arg("prefetch") = -1);
+
+  // The same global order and split over `records` items that are not files (a torch map-style
+  // dataset's indexes): no reading, only the ids of each share.
+  py::class_<EpochPlan>(m, "IndexPlan")
+      .def(py::init([](std::uint64_t records, const std::string& fingerprint,
+                       std::uint64_t global_batch_size, const std::string& shuffle,
+                       std::uint64_t shuffle_block, std::uint64_t seed, bool drop_last,
+                       std::uint64_t epoch, std::uint32_t world_size) {
+             return std::make_unique<EpochPlan>(
+                 plan_settings(fingerprint, records, global_batch_size, shuffle, shuffle_block,
+                               seed, drop_last),
+                 epoch, world_size);
+           }),
+           py::arg("records"), py::arg("fingerprint"), py::arg("global_batch_size"),
+           py::arg("shuffle"), py::arg("shuffle_block"), py::arg("seed"), py::arg("drop_last"),
+           py::arg("epoch"), py::arg("world_size"))
+      .def_property_readonly("steps", &EpochPlan::steps)
+      .def_property_readonly("used_records", &EpochPlan::used_records)
+      .def("step_at", &EpochPlan::step_at, py::arg("consumed"))
+      .def("consumed_after", &EpochPlan::consumed_after, py::arg("step"))
+      .def(
+          "share",
+          [](const EpochPlan& plan, std::uint64_t step, std::uint32_t rank) {
+            std::vector<std::uint64_t> ids;
+            plan.share(step, rank, ids);
+            return py::array_t<std::uint64_t>(static_cast<py::ssize_t>(ids.size()), ids.data());
+          },
+          py::arg("step"), py::arg("rank"));
 
   py::class_<Reader>(m, "Reader")
       .def(py::init<const std::shared_ptr<Dataset>&>(), py::arg("dataset"))

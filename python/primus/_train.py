@@ -1,0 +1,319 @@
+"""primus.train(): a ready data-parallel training loop for PyTorch, built from the public calls
+only (primus.init, primus.data, primus.ddp, primus.checkpoint, primus.should_stop, primus.log),
+so that a user can write the same loop by hand (examples/cnn/train_loop.py does)."""
+
+import os
+import sys
+import time
+
+from . import _env, _relaunch
+
+PER_RANK_BATCH = 32
+DEFAULT_CHECKPOINT_EVERY = 100
+DEFAULT_KEEP_LAST = 3
+DEFAULT_LOG_EVERY = 10
+
+
+class TrainResult:
+    """What train() returns: the trained `model` (not DDP-wrapped), its `optimizer` and
+    `lr_scheduler`, `steps` (training steps
+    taken in all, from the start of the job), `epochs` (completed), `final_loss` (this rank's
+    loss on its last batch, None when no step ran), `samples_per_second` (all ranks, over the
+    steps this process ran), `stopped` (True after a stop with exit_on_stop=False),
+    `resumed_from` (the checkpoint's step, or None) and `checkpoint` (the last committed
+    checkpoint directory, or None)."""
+
+    def __init__(self, model, optimizer, lr_scheduler, steps, epochs, final_loss,
+                 samples_per_second, stopped, resumed_from, checkpoint):
+        self.model = model
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        self.steps = steps
+        self.epochs = epochs
+        self.final_loss = final_loss
+        self.samples_per_second = samples_per_second
+        self.stopped = stopped
+        self.resumed_from = resumed_from
+        self.checkpoint = checkpoint
+
+    def __repr__(self):
+        return (f"TrainResult(steps={self.steps}, epochs={self.epochs}, "
+                f"final_loss={self.final_loss}, samples_per_second="
+                f"{self.samples_per_second:.1f}, stopped={self.stopped})")
+
+
+class StepInfo:
+    """What on_step(info) gets after every step: `step` (from the start of the job), `epoch`,
+    `loss` (this rank's, a detached tensor: float() it only when needed, it waits for a GPU) and
+    `samples` (this rank's share of the global batch)."""
+
+    def __init__(self, step, epoch, loss, samples):
+        self.step, self.epoch, self.loss, self.samples = step, epoch, loss, samples
+
+
+def _count(value, name, low=0):
+    number = _env.count(value, f"primus.train: {name}")
+    if number < low:
+        raise ValueError(f"primus.train: {name}: expected an integer >= {low}, got {number}")
+    return number
+
+
+def _dataset(dataset, global_batch_size, world_size, seed):
+    """A primus.data.Dataset: the one given (its global batch size must agree), or one over a
+    map-style dataset (global batch size: the argument, else PRIMUS_GLOBAL_BATCH_SIZE, else
+    PER_RANK_BATCH per rank). The last global batch is dropped unless drop_last was chosen."""
+    from . import data
+
+    if isinstance(dataset, data.Dataset):
+        if global_batch_size is not None and global_batch_size != dataset.global_batch_size:
+            raise ValueError(f"primus.train: global_batch_size={global_batch_size}, but the "
+                             f"dataset's is {dataset.global_batch_size}; leave it out or make "
+                             "them agree")
+        ds = dataset
+    elif data._is_map_style(dataset):
+        if global_batch_size is None and not os.environ.get("PRIMUS_GLOBAL_BATCH_SIZE"):
+            global_batch_size = PER_RANK_BATCH * world_size
+        ds = data.Dataset(dataset, global_batch_size=global_batch_size, seed=seed)
+    else:
+        raise TypeError(f"primus.train: dataset: expected a primus.data.Dataset or a map-style "
+                        f"dataset (len() and [i]), got {type(dataset).__name__}")
+    if ds.mode != "static":
+        raise ValueError("primus.train: the dynamic data mode has no step that every rank "
+                         "takes together; primus.train is synchronous (use the static split)")
+    if not ds.drop_last_chosen:
+        ds.drop_last = True
+    if ds.global_batch_size < world_size:
+        raise ValueError(f"primus.train: the global batch size {ds.global_batch_size} is below "
+                         f"the number of ranks ({world_size}): a rank would get no sample")
+    return ds
+
+
+def _optimizer(optimizer, model):
+    import torch
+
+    if optimizer is None:
+        return torch.optim.Adam(model.parameters(), lr=1e-3)
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer
+    if callable(optimizer):
+        made = optimizer(model.parameters())
+        if not isinstance(made, torch.optim.Optimizer):
+            raise TypeError(f"primus.train: optimizer: the callable returned "
+                            f"{type(made).__name__}, not a torch.optim.Optimizer")
+        return made
+    raise TypeError(f"primus.train: optimizer: expected a torch.optim.Optimizer or a callable "
+                    f"of the parameters, got {type(optimizer).__name__}")
+
+
+def _scheduler(lr_scheduler, optimizer):
+    if lr_scheduler is None or hasattr(lr_scheduler, "state_dict"):
+        return lr_scheduler
+    if callable(lr_scheduler):
+        return lr_scheduler(optimizer)
+    raise TypeError(f"primus.train: lr_scheduler: expected a learning-rate scheduler or a "
+                    f"callable of the optimizer, got {type(lr_scheduler).__name__}")
+
+
+def _collate(batch, device):
+    from torch.utils.data import default_collate
+
+    if not batch or not all(isinstance(s, (tuple, list)) and len(s) == 2 for s in batch):
+        kind = type(batch[0]).__name__ if batch else "an empty share"
+        raise TypeError(f"primus.train: every sample must be (input, target); got {kind} "
+                        "(give primus.data.Dataset a decode=... that returns the pair)")
+    inputs, targets = default_collate(batch)
+    return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+
+
+def _everyone(ok, world_size, device):
+    """True on every rank only when every rank passed True (one min-allreduce)."""
+    if world_size == 1:
+        return ok
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1 if ok else 0], dtype=torch.int32,
+                        device=device if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def _seed_of(seed, rank):
+    # A generator per rank (different dropout masks on every rank, the same run after run).
+    return (int(seed) * 1_000_003 + 7919 * (rank + 1)) % (1 << 63)
+
+
+def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optimizer=None,
+          loss_fn=None, lr_scheduler=None, scheduler_interval="step",
+          checkpoint_every=DEFAULT_CHECKPOINT_EVERY, keep_last=DEFAULT_KEEP_LAST,
+          log_every=DEFAULT_LOG_EVERY, num_workers=0, seed=None, exit_on_stop=True,
+          on_step=None):
+    """Trains `model` data-parallel for `epochs` epochs of `dataset`, resumably; returns a
+    TrainResult.
+
+    - `workers`: the number of ranks. Under srun --primus or primus-launch it must equal the
+      job's world size (an error names both); None takes the job's. In a plain
+      `python script.py`, workers=N > 1 runs the script again as N ranks under
+      `primus-launch --nproc N` (this process becomes primus-launch, and the ranks run the
+      whole script, train() included).
+    - `dataset`: a primus.data.Dataset whose decode returns (input, target) tensors, or a torch
+      map-style dataset of (input, target) samples, to which primus gives the same global
+      order, split and cursor. drop_last is True unless the dataset chose it (an empty or
+      one-sample share breaks batch norm).
+    - `global_batch_size`: the dataset's (a primus.data.Dataset always has one; another value is
+      an error); for a map-style dataset the argument, else PRIMUS_GLOBAL_BATCH_SIZE, else 32
+      per rank times the world size.
+    - Defaults: `optimizer` Adam(lr=1e-3) (or pass an optimizer, or a callable of the
+      parameters), `loss_fn` cross-entropy, no `lr_scheduler` (a scheduler, or a callable of
+      the optimizer; stepped after every step, or at every epoch's end with
+      scheduler_interval="epoch").
+    - The model runs under primus.ddp (the DDP whose resumes are bitwise equal), on the rank's
+      device (job.device). `seed` (default PRIMUS_SEED, else 0) orders the data and seeds
+      torch's generator of each rank (dropout) at a fresh start.
+    - Checkpoints: every `checkpoint_every` steps (0: only at a stop and at the end), written
+      in the background while training goes on and committed once every rank's file is written;
+      the newest `keep_last` are kept (None: all). They hold the model, optimizer, scheduler,
+      every rank's RNG state and the data cursor; a job started again resumes from the newest
+      that verifies, exactly where it stopped.
+    - `log_every`: primus.log(step, loss=..., samples_per_second=...) every so many steps (rank
+      0's; 0: never). `num_workers`: DataLoader worker processes that read and decode.
+      `on_step(info)`: called after every step with a StepInfo.
+    - On a stop (preemption, time limit, primus-launch stop) every rank saves the same step and
+      train() raises SystemExit(primus.EXIT_PREEMPTED), which is what primus-launch and Slurm's
+      RequeueExit expect; exit_on_stop=False returns the result with stopped=True instead.
+    """
+    import torch
+
+    import primus
+    from primus import checkpoint
+
+    epochs = _count(epochs, "epochs")
+    checkpoint_every = _count(checkpoint_every, "checkpoint_every")
+    log_every = _count(log_every, "log_every")
+    num_workers = _count(num_workers, "num_workers")
+    if keep_last is not None:
+        keep_last = _count(keep_last, "keep_last", 1)
+    if scheduler_interval not in ("step", "epoch"):
+        raise ValueError(f"primus.train: scheduler_interval: expected 'step' or 'epoch', got "
+                         f"{scheduler_interval!r}")
+    if on_step is not None and not callable(on_step):
+        raise TypeError("primus.train: on_step: expected a callable")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"primus.train: model: expected a torch.nn.Module, got "
+                        f"{type(model).__name__}")
+    _relaunch.ensure_world(workers)
+    job = primus.init()
+    if seed is None:
+        seed = _env._int_variable("PRIMUS_SEED", 0)
+    seed = _count(seed, "seed")
+    ds = _dataset(dataset, global_batch_size, job.world_size, seed)
+    model.to(job.device)
+    net = primus.ddp(model)
+    optimizer = _optimizer(optimizer, model)
+    lr_scheduler = _scheduler(lr_scheduler, optimizer)
+    loss_fn = loss_fn or torch.nn.CrossEntropyLoss()
+    torch.manual_seed(_seed_of(seed, job.rank))
+
+    def state():
+        saved = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+        if lr_scheduler is not None:
+            saved["lr_scheduler"] = lr_scheduler.state_dict()
+        return saved
+
+    step, resumed_from, last_committed = 0, None, None
+    restored = checkpoint.load()
+    if restored is not None:
+        saved = restored.state
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        if lr_scheduler is not None:
+            if "lr_scheduler" not in saved:
+                raise ValueError(f"primus.train: {restored.path} holds no scheduler state, and "
+                                 "this run has an lr_scheduler")
+            lr_scheduler.load_state_dict(saved["lr_scheduler"])
+        if restored.data_cursor is not None:
+            ds.load_state_dict(restored.data_cursor)
+        restored.restore_rng()
+        step = resumed_from = restored.step
+        last_committed = restored.path
+        if job.rank == 0:
+            print(f"primus.train: resumed at step {step} (epoch {ds.epoch}) from "
+                  f"{restored.path}", file=sys.stderr, flush=True)
+
+    pending, pending_step, saved_step = None, None, resumed_from
+    metadata = {"primus.train": {"epochs": epochs, "global_batch_size": ds.global_batch_size,
+                                 "world_size": job.world_size}}
+
+    def save(at, blocking):
+        nonlocal pending, pending_step, saved_step, last_committed
+        result = checkpoint.save(state(), at, epoch=ds.epoch, data_cursor=ds.state_dict(),
+                                 metadata=metadata, keep_last=keep_last, blocking=blocking)
+        saved_step = at
+        if blocking:
+            last_committed, pending, pending_step = result, None, None
+        else:
+            pending, pending_step = result, at
+
+    def commit():
+        nonlocal pending, pending_step, last_committed
+        if pending is not None:
+            last_committed = pending.wait()
+            pending, pending_step = None, None
+
+    loss, ran, started = None, 0, time.perf_counter()
+    window_start, window_steps = started, 0
+    stopped = False
+    for epoch in ds.epochs(epochs):
+        left = len(epoch)
+        batches = epoch if num_workers == 0 else ds.loader(
+            num_workers=num_workers, worker_init_fn=primus.worker_init_fn,
+            # A generator of its own: the DataLoader draws its workers' seed from it, not from
+            # torch's, whose state the checkpoint restores.
+            generator=torch.Generator().manual_seed(_seed_of(seed, ds.epoch)))
+        for batch in batches:
+            inputs, targets = _collate(batch, job.device)
+            net.train()
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(net(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            left -= 1
+            if lr_scheduler is not None and (scheduler_interval == "step" or left == 0):
+                lr_scheduler.step()
+            step += 1
+            ran += 1
+            window_steps += 1
+            if on_step is not None:
+                on_step(StepInfo(step, epoch.epoch, loss.detach(), len(inputs)))
+            if log_every and step % log_every == 0:
+                now = time.perf_counter()
+                rate = window_steps * ds.global_batch_size / max(now - window_start, 1e-9)
+                primus.log(step, loss=float(loss), samples_per_second=rate)
+                window_start, window_steps = now, 0
+            if pending is not None and _everyone(pending.done(), job.world_size, job.device):
+                commit()
+            if checkpoint_every and step % checkpoint_every == 0:
+                save(step, blocking=False)
+            if primus.should_stop():
+                if saved_step != step:
+                    save(step, blocking=True)
+                commit()
+                stopped = True
+                break
+        if stopped:
+            break
+    if not stopped and saved_step != step:
+        save(step, blocking=True)
+    commit()
+    checkpoint.release_staging()
+    elapsed = time.perf_counter() - started
+    result = TrainResult(model, optimizer, lr_scheduler, step, ds.epoch, None if loss is None else float(loss),
+                         ran * ds.global_batch_size / elapsed if ran else 0.0, stopped,
+                         resumed_from, last_committed)
+    if stopped:
+        if job.rank == 0:
+            print(f"primus.train: stopped at step {step}; checkpoint {last_committed}",
+                  file=sys.stderr, flush=True)
+        if exit_on_stop:
+            raise SystemExit(primus.EXIT_PREEMPTED)
+    return result

@@ -1,0 +1,133 @@
+"""The CNN example (examples/cnn/train.py, primus.train) run as the tests need it: the example's
+model, data, optimizer and schedule, with hooks that only observe or interrupt.
+
+EXAMPLE=DIR: where examples/cnn is (default: this tree's).
+OUT=FILE: at the end rank 0 writes the final parameters, buffers and optimizer state as hex.
+TRACE=DIR: every rank appends one JSON line per step to DIR/rank-R.jsonl: the run (TRACE_RUN,
+SLURM_RESTART_COUNT, PRIMUS_LAUNCH_RESTARTS), its resume step, the step, the epoch and the
+numbers of the records it trained on (from the records themselves, not from the plan).
+STOP_AT=S: after step S rank 0 sends SIGTERM to its parent (primus-launch, as a preemption would
+reach it) and waits until the signal comes back. STEP_SLEEP=seconds per step. PROGRESS=FILE:
+rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
+after step S, once. IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
+CKPT_EVENTS=FILE: rank 0 appends 'started STEP' when it starts a checkpoint. SLOW_WRITE=seconds:
+every rank's checkpoint file takes that much longer to write (in the background), so that a
+stop can be sent while a save is in flight.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+EXAMPLE = Path(os.environ.get("EXAMPLE") or
+               Path(__file__).resolve().parents[2] / "examples" / "cnn")
+sys.path.insert(0, str(EXAMPLE))
+
+import cnn  # noqa: E402
+import train as example  # noqa: E402
+
+import primus  # noqa: E402
+from primus import checkpoint  # noqa: E402
+
+
+def main():
+    job = primus.init()
+    if os.environ.get("IGNORE_STOP") == "1":
+        for signum in (signal.SIGTERM, signal.SIGUSR2):
+            signal.signal(signum, signal.SIG_IGN)
+    run = "/".join(os.environ.get(name, "-") for name in
+                   ("TRACE_RUN", "SLURM_RESTART_COUNT", "PRIMUS_LAUNCH_RESTARTS"))
+    trace_dir = os.environ.get("TRACE")
+    trace = open(Path(trace_dir) / f"rank-{job.rank}.jsonl", "a") if trace_dir else None
+    resume = None
+    if job.resume:
+        resume = int(Path(job.resume).name.split("-")[1])
+    seen = []
+
+    def decode(record):
+        seen.append(cnn.record_number(record))
+        return cnn.decode(record)
+
+    stop_at = int(os.environ.get("STOP_AT", "-1"))
+    fail_at = int(os.environ.get("FAIL_AT", "-1"))
+    fail_rank = int(os.environ.get("FAIL_RANK", "1"))
+    fail_marker = os.environ.get("FAIL_MARKER")
+    sleep = float(os.environ.get("STEP_SLEEP", "0"))
+    progress = os.environ.get("PROGRESS")
+    ckpt_events = os.environ.get("CKPT_EVENTS")
+    if ckpt_events and job.rank == 0:
+        original_save = checkpoint.save
+
+        def noting_save(state, step, **kwargs):
+            with open(ckpt_events, "a") as out:
+                out.write(f"started {step}\n")
+            return original_save(state, step, **kwargs)
+
+        checkpoint.save = noting_save
+    slow_write = float(os.environ.get("SLOW_WRITE", "0"))
+    if slow_write:
+        # Each rank's file takes so much longer to finish, in the background writer's thread:
+        # training goes on meanwhile, and a stop is likely to come while a save is in flight.
+        from primus import _ckpt
+
+        class SlowWriter:
+            def __init__(self, *args):
+                self._writer = original_writer(*args)
+
+            def __getattr__(self, name):
+                return getattr(self._writer, name)
+
+            def finish(self):
+                time.sleep(slow_write)
+                return self._writer.finish()
+
+        original_writer = _ckpt.RankWriter
+        _ckpt.RankWriter = SlowWriter
+
+    def on_step(info):
+        if trace is not None:
+            trace.write(json.dumps({"run": run, "time": time.time(), "resume": resume,
+                                    "rank": job.rank, "step": info.step, "epoch": info.epoch,
+                                    "ids": seen}) + "\n")
+            trace.flush()
+        seen.clear()
+        if sleep:
+            time.sleep(sleep)
+        if progress and job.rank == 0:
+            Path(progress + ".tmp").write_text(str(info.step))
+            os.replace(progress + ".tmp", progress)
+        if info.step == fail_at and job.rank == fail_rank and not (
+                fail_marker and os.path.exists(fail_marker)):
+            if fail_marker:
+                Path(fail_marker).touch()
+            print(f"rank {job.rank}: failing at step {info.step}", flush=True)
+            os._exit(3)
+        if info.step == stop_at and job.rank == 0 and not primus.stop_requested():
+            os.kill(os.getppid(), signal.SIGTERM)
+            for _ in range(500):
+                if primus.stop_requested():
+                    break
+                time.sleep(0.01)
+
+    result = example.main(decode=decode, on_step=on_step)
+    if job.rank == 0 and os.environ.get("OUT"):
+        state = {f"model.{k}": v.detach().cpu().numpy().tobytes().hex()
+                 for k, v in result.model.state_dict().items()}
+        for key, values in result.optimizer.state_dict()["state"].items():
+            for name, value in values.items():
+                state[f"optim.{key}.{name}"] = tensor_hex(value)
+        Path(os.environ["OUT"]).write_text(json.dumps(state))
+    print(f"rank {job.rank}: finished at step {result.steps}", flush=True)
+
+
+def tensor_hex(value):
+    import torch
+
+    return torch.as_tensor(value).detach().cpu().numpy().tobytes().hex()
+
+
+if __name__ == "__main__":
+    main()
