@@ -195,6 +195,11 @@ std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, s
          ", \"step\": " + json_quote(step) + "}\n";
 }
 
+std::string wrapper_signal_line(const std::string& signal) {
+  return "{\"type\": \"event\", \"event\": \"stop-signal\", \"signal\": " + json_quote(signal) +
+         "}\n";
+}
+
 std::string wrapper_exit_line(int wait_status) {
   return "{\"type\": \"exit\", \"wait_status\": " + std::to_string(wait_status) + "}\n";
 }

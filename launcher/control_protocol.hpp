@@ -113,5 +113,9 @@ class LineSplitter {
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
                                const std::string& step);
 std::string wrapper_exit_line(int wait_status);
+// What a task wrapper says when slurmstepd sends the step a stop signal (a preemption, a
+// --signal, scancel --signal), so that the launcher learns of it even from ranks that do not
+// report (a plain script) or that ignore the signal.
+std::string wrapper_signal_line(const std::string& signal);
 
 }  // namespace primus::launch

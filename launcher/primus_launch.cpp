@@ -589,11 +589,19 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   const std::string job = *lookup(given_env, "SLURM_JOB_ID");
   // Run as a task of a step (srun --overlap -N1 -n1 primus-launch), the launcher starts the
   // ranks with the job's layout, not that step's one task.
+  std::string resized;
   const Environment env =
       inside_a_step(given_env)
           ? job_layout_environment(given_env, query_job(job).value_or(JobFacts{}))
-          : given_env;
+          : fit_to_allocation(given_env, resized);
+  if (!resized.empty()) std::cerr << "primus-launch: " << resized << "\n";
   const std::string job_id = primus_job_id(env);
+  // What `scontrol requeue` names: <array job>_<task> in an array (the array job's own id
+  // would requeue every task).
+  const std::string requeue_target =
+      lookup(env, "SLURM_ARRAY_JOB_ID") && lookup(env, "SLURM_ARRAY_TASK_ID")
+          ? *lookup(env, "SLURM_ARRAY_JOB_ID") + "_" + *lookup(env, "SLURM_ARRAY_TASK_ID")
+          : job;
   const std::string submit_dir =
       lookup(env, "SLURM_SUBMIT_DIR").value_or(std::filesystem::current_path().string());
   const std::filesystem::path job_path =
@@ -721,10 +729,17 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     setup.monitor = &monitor;
     setup.node = node;
     setup.preempted_status = preempted;
+    setup.requeue_target = requeue_target;
+    setup.may_requeue_at_time_limit = allocation < max_requeues;
     DataTasks data(world);  // every attempt opens the queue again, from its checkpoint
     if (dynamic_data(options)) setup.data = &data;
 
     const SlurmAttemptResult result = run_slurm_attempt(setup, control, events);
+    if (result.requeued) {
+      // slurmctld ends this allocation now; the next one resumes from the newest checkpoint.
+      monitor.set_state("requeued");
+      return preempted;
+    }
     const auto node_of = [&](int rank) {
       const auto it = result.nodes.find(static_cast<std::uint32_t>(rank));
       return it != result.nodes.end() ? it->second : std::string("?");
@@ -789,13 +804,10 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
           break;
       }
       if (d.requeue) {
-        const std::string target =
-            lookup(env, "SLURM_ARRAY_JOB_ID") && lookup(env, "SLURM_ARRAY_TASK_ID")
-                ? *lookup(env, "SLURM_ARRAY_JOB_ID") + "_" + *lookup(env, "SLURM_ARRAY_TASK_ID")
-                : job;
-        events.write({"requeued", std::nullopt, node, {{"job", target}}});
-        if (const auto error = requeue_job(target)) {
-          std::cerr << "primus-launch: scontrol requeue " << target << " failed: " << *error;
+        events.write({"requeued", std::nullopt, node, {{"job", requeue_target}}});
+        if (const auto error = requeue_job(requeue_target)) {
+          std::cerr << "primus-launch: scontrol requeue " << requeue_target
+                    << " failed: " << *error;
         }
       }
       return d.exit_status;

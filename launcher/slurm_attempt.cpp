@@ -74,6 +74,24 @@ pid_t start_srun(const SlurmAttemptSetup& setup) {
 
 }  // namespace
 
+std::optional<std::chrono::steady_clock::time_point> requeue_deadline(
+    const JobFacts& job, std::optional<std::chrono::seconds> grace, bool may_requeue_at_time_limit,
+    std::chrono::milliseconds margin, std::chrono::steady_clock::time_point now,
+    std::time_t wall_now) {
+  if (job.state != "RUNNING") return std::nullopt;
+  std::optional<std::time_t> end;
+  if (job.preempted) {
+    if (!job.preempted_at || !grace || *grace <= margin) return std::nullopt;
+    end = *job.preempted_at + grace->count();
+    if (job.end_time) end = std::min(*end, *job.end_time);
+  } else if (may_requeue_at_time_limit) {
+    end = job.end_time;
+  }
+  if (!end) return std::nullopt;
+  const auto left = std::chrono::seconds(*end - wall_now) - margin;
+  return left.count() > 0 ? now + left : now;
+}
+
 SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServer& control,
                                      EventLog& events) {
   sigset_t set;
@@ -95,6 +113,8 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   std::map<std::uint32_t, Clock::time_point> progress;  // ranks that said hello
   std::map<std::uint32_t, std::uint64_t> steps;
   std::set<std::uint32_t> reported;  // wrappers that reported an exit
+  bool deadline_asked = false;       // the job's EndTime was asked for once the stop began
+  Clock::time_point requeue_at = Clock::time_point::max();
 
   const auto target = [&] { return result.step.empty() ? setup.job : result.step; };
   const auto stopping = [&] {
@@ -241,6 +261,34 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
     if (setup.monitor != nullptr) {
       if (stopping()) setup.monitor->set_state("stopping");
       setup.monitor->tick();
+    }
+    if (stopping() && !stopping_for_failure && !result.user_stop && !deadline_asked &&
+        !setup.requeue_target.empty()) {
+      deadline_asked = true;
+      if (const auto job = query_job(setup.job)) {
+        const auto grace = job->preempted ? query_grace_time(job->partition)
+                                          : std::optional<std::chrono::seconds>();
+        requeue_at = requeue_deadline(*job, grace, setup.may_requeue_at_time_limit,
+                                      setup.requeue_margin, now, std::time(nullptr))
+                         .value_or(Clock::time_point::max());
+      }
+    }
+    if (now >= requeue_at && srun_running && !result.requeued) {
+      requeue_at = Clock::time_point::max();
+      result.requeued = true;
+      std::cerr << "primus-launch: the ranks have not stopped and slurmctld ends the job in "
+                << std::chrono::duration_cast<std::chrono::seconds>(setup.requeue_margin).count()
+                << " s (its grace time or time limit): requeueing job " << setup.requeue_target
+                << " now; it resumes from the newest committed checkpoint\n";
+      events.write({"requeued",
+                    std::nullopt,
+                    setup.node,
+                    {{"job", setup.requeue_target},
+                     {"reason", "the ranks did not stop before the job's end time"}}});
+      if (const auto error = requeue_job(setup.requeue_target)) {
+        std::cerr << "primus-launch: scontrol requeue " << setup.requeue_target
+                  << " failed: " << *error;
+      }
     }
     if (now >= next_check) {
       next_check = now + std::chrono::seconds(1);

@@ -21,6 +21,7 @@
 #include "events.hpp"
 #include "job_monitor.hpp"
 #include "outcome.hpp"
+#include "slurm_queries.hpp"
 
 namespace primus::launch {
 
@@ -41,6 +42,14 @@ struct SlurmAttemptSetup {
   JobMonitor* monitor = nullptr;
   std::string node;  // the launcher's, for events
   int preempted_status = kExitDefaultPreempted;
+  // Ranks still running shortly before slurmctld ends the job (EndTime, less
+  // `requeue_margin`) after a stop began: a preempted job is killed at the end of GraceTime
+  // and ends TIMEOUT, never requeued by Slurm (seen on the testbed), so the launcher requeues
+  // `requeue_target` itself then; a job at its time limit too while `may_requeue_at_time_limit`
+  // (below --primus-max-requeues). Empty target: never.
+  std::string requeue_target;
+  bool may_requeue_at_time_limit = false;
+  std::chrono::milliseconds requeue_margin{std::chrono::seconds(3)};
 };
 
 struct SlurmAttemptResult {
@@ -56,9 +65,21 @@ struct SlurmAttemptResult {
   bool ended_for_failure = false;     // a rank failed or hung first: never a stop
   std::map<std::uint32_t, std::string> nodes;  // where each rank ran
   std::string step;                            // "<job>.<step>" of the attempt
+  bool requeued = false;  // the launcher requeued the job before slurmctld ended it
 };
 
 SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServer& control,
                                      EventLog& events);
+
+// When, counted from `now` (wall clock `wall_now`), the launcher requeues a job whose stop
+// began and whose ranks still run (pure), `margin` before slurmctld ends it: a preempted job at
+// PreemptTime + `grace` (its partition's GraceTime; or its EndTime when earlier), a job at its
+// time limit at EndTime when it may be requeued. nullopt otherwise: no such end known, a grace
+// time no longer than the margin (Slurm requeues such a job itself, at once), or a stop that is
+// not Slurm ending the job. A deadline already past is `now`.
+std::optional<std::chrono::steady_clock::time_point> requeue_deadline(
+    const JobFacts& job, std::optional<std::chrono::seconds> grace, bool may_requeue_at_time_limit,
+    std::chrono::milliseconds margin, std::chrono::steady_clock::time_point now,
+    std::time_t wall_now);
 
 }  // namespace primus::launch

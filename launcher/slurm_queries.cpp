@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "outcome.hpp"
+#include "primus/common/parse_number.hpp"
 
 namespace primus::launch {
 namespace {
@@ -57,13 +58,28 @@ JobFacts job_facts(const std::map<std::string, std::string>& record) {
   if (const auto it = record.find("PreemptTime"); it != record.end()) {
     facts.preempt_time = it->second;
     facts.preempted = !it->second.empty() && it->second != "None" && it->second != "Unknown";
+    facts.preempted_at = parse_slurm_time(it->second);
   }
+  if (const auto it = record.find("Partition"); it != record.end()) facts.partition = it->second;
   if (const auto it = record.find("NumNodes"); it != record.end()) facts.num_nodes = it->second;
   if (const auto it = record.find("NumTasks"); it != record.end()) facts.num_tasks = it->second;
   if (const auto it = record.find("Comment"); it != record.end() && it->second != "(null)") {
     facts.comment = it->second;
   }
+  if (const auto it = record.find("EndTime"); it != record.end()) {
+    facts.end_time = parse_slurm_time(it->second);
+  }
   return facts;
+}
+
+std::optional<std::time_t> parse_slurm_time(const std::string& text) {
+  std::tm parts{};
+  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &parts);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  parts.tm_isdst = -1;  // whatever the zone says for that date
+  const std::time_t seconds = std::mktime(&parts);
+  if (seconds == static_cast<std::time_t>(-1)) return std::nullopt;
+  return seconds;
 }
 
 CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
@@ -202,6 +218,22 @@ std::optional<std::string> site_setting(const std::string& key) {
     if (argument.rfind(key + "=", 0) == 0) return argument.substr(key.size() + 1);
   }
   return std::nullopt;
+}
+
+std::optional<std::chrono::seconds> grace_time(const std::map<std::string, std::string>& record) {
+  const auto it = record.find("GraceTime");
+  if (it == record.end()) return std::nullopt;
+  const auto seconds = parse_unsigned(it->second, 1U << 30);
+  if (!seconds) return std::nullopt;
+  return std::chrono::seconds(*seconds);
+}
+
+std::optional<std::chrono::seconds> query_grace_time(const std::string& partition) {
+  if (partition.empty()) return std::nullopt;
+  const CommandOutput out =
+      run_command({"scontrol", "-o", "show", "partition", partition}, std::chrono::seconds(30));
+  if (out.status != 0) return std::nullopt;
+  return grace_time(parse_scontrol_record(out.output));
 }
 
 std::optional<std::string> requeue_job(const std::string& job) {

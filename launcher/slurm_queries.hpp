@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,9 +22,18 @@ struct JobFacts {
   std::string num_nodes;  // NumNodes and NumTasks: the job's layout, as sbatch or salloc got it
   std::string num_tasks;
   std::string comment;  // Comment: primus-launch records a job directory there
+  // EndTime: when slurmctld ends the job at its time limit, as seconds since the epoch;
+  // nullopt when scontrol says Unknown (a job without a time limit: during a preemption too,
+  // until the grace time is over; seen on the testbed).
+  std::optional<std::time_t> end_time;
+  std::optional<std::time_t> preempted_at;  // PreemptTime, as seconds since the epoch
+  std::string partition;
 };
 // From a parsed record (pure).
 JobFacts job_facts(const std::map<std::string, std::string>& record);
+// scontrol's time, 2026-12-02T20:25:29 in the local time zone, as seconds since the epoch;
+// nullopt for anything else (Unknown, None).
+std::optional<std::time_t> parse_slurm_time(const std::string& text);
 
 struct CommandOutput {
   int status = -1;  // as waitpid reports it; -1: could not run
@@ -52,6 +62,10 @@ std::vector<std::string> primus_plugstack_arguments(const std::string& plugstack
 // scontrol show config for PlugStackConfig, then that file. nullopt when it is not set or
 // cannot be read.
 std::optional<std::string> site_setting(const std::string& key);
+// The GraceTime of a partition from its parsed `scontrol show partition -o` record (pure), and
+// asked of scontrol; nullopt when not known.
+std::optional<std::chrono::seconds> grace_time(const std::map<std::string, std::string>& record);
+std::optional<std::chrono::seconds> query_grace_time(const std::string& partition);
 // scontrol requeue JOB; the error scontrol printed when it fails.
 std::optional<std::string> requeue_job(const std::string& job);
 

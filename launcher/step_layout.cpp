@@ -2,6 +2,7 @@
 
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
+#include "primus/common/tasks_per_node.hpp"
 
 namespace primus::launch {
 
@@ -30,6 +31,27 @@ Environment job_layout_environment(Environment env, const JobFacts& job) {
   env["SLURM_NNODES"] = std::to_string(*nodes);
   env["SLURM_NTASKS"] = std::to_string(*tasks);
   env["SLURM_NPROCS"] = std::to_string(*tasks);
+  return env;
+}
+
+Environment fit_to_allocation(Environment env, std::string& note) {
+  note.clear();
+  const auto given = lookup(env, "SLURM_NTASKS");
+  const auto per_node = lookup(env, "SLURM_TASKS_PER_NODE");
+  if (!given || !per_node || inside_a_step(env)) return env;
+  const auto submitted = parse_unsigned(*given, 1U << 30);
+  std::uint64_t held = 0;
+  try {
+    held = TasksPerNode::parse(*per_node, "SLURM_TASKS_PER_NODE").task_count();
+  } catch (const Error&) {
+    return env;  // srun will say what is wrong with it
+  }
+  if (!submitted || held == 0 || held >= *submitted) return env;
+  note = "the job was submitted for " + *given +
+         " tasks (SLURM_NTASKS) and this allocation holds " + std::to_string(held) +
+         " (SLURM_TASKS_PER_NODE=" + *per_node + "): starting " + std::to_string(held) + " ranks";
+  env["SLURM_NTASKS"] = std::to_string(held);
+  env["SLURM_NPROCS"] = std::to_string(held);
   return env;
 }
 

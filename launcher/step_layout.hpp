@@ -22,4 +22,13 @@ bool inside_a_step(const Environment& env);
 // SLURM_DISTRIBUTION and SLURM_STEP_* variables. Throws Error when scontrol gave no layout.
 Environment job_layout_environment(Environment env, const JobFacts& job);
 
+// A job given fewer nodes while it was pending (`scontrol update JobId=... NumNodes=2
+// NumTasks=4` before a requeued job starts again) keeps the SLURM_NTASKS it was submitted with
+// (8, say), while SLURM_TASKS_PER_NODE and SLURM_JOB_NUM_NODES describe the allocation it got
+// (2(x2)); srun would ask for the old count and fail ("More processors requested than
+// permitted"; seen on the testbed). `env` with SLURM_NTASKS and SLURM_NPROCS set to the tasks
+// the allocation holds when they are fewer than SLURM_NTASKS says, and `note` saying so; `env`
+// unchanged otherwise.
+Environment fit_to_allocation(Environment env, std::string& note);
+
 }  // namespace primus::launch

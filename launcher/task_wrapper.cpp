@@ -165,6 +165,7 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   os::UniqueFd control = connect_to_launcher(rank, attempt);
 
   int wait_status = 0;
+  bool signal_reported = false;
   while (process.running) {
     pollfd fds[2] = {{signals.get(), POLLIN, 0}, {process.output.get(), POLLIN, 0}};
     const nfds_t count = process.output ? 2 : 1;
@@ -175,8 +176,15 @@ int run_task_wrapper(const std::vector<std::string>& command) {
       const int sig = static_cast<int>(info.ssi_signo);
       // slurmstepd, the parent, signals every process of the step, the rank included. A stop
       // signal from anyone else (kill of this task's pid) was meant for the rank: pass it on.
-      if (sig != SIGCHLD && static_cast<pid_t>(info.ssi_pid) != ::getppid()) {
+      if (sig == SIGCHLD) continue;
+      if (static_cast<pid_t>(info.ssi_pid) != ::getppid()) {
         ::kill(process.pid, sig);
+      } else if (control && !signal_reported) {
+        signal_reported = true;
+        const char* abbrev = sigabbrev_np(sig);
+        const std::string line = wrapper_signal_line(abbrev != nullptr ? std::string("SIG") + abbrev
+                                                                       : std::to_string(sig));
+        write_all(control.get(), line.data(), line.size());
       }
     }
     for (int status = 0;;) {

@@ -2,6 +2,7 @@
 only (primus.init, primus.data, primus.ddp, primus.checkpoint, primus.should_stop, primus.log),
 so that a user can write the same loop by hand (examples/cnn/train_loop.py does)."""
 
+import dataclasses
 import os
 import sys
 import time
@@ -14,27 +15,25 @@ DEFAULT_KEEP_LAST = 3
 DEFAULT_LOG_EVERY = 10
 
 
+@dataclasses.dataclass
 class TrainResult:
     """What train() returns: the trained `model` (not DDP-wrapped), its `optimizer` and
-    `lr_scheduler`, `steps` (training steps
-    taken in all, from the start of the job), `epochs` (completed), `final_loss` (this rank's
-    loss on its last batch, None when no step ran), `samples_per_second` (all ranks, over the
-    steps this process ran), `stopped` (True after a stop with exit_on_stop=False),
-    `resumed_from` (the checkpoint's step, or None) and `checkpoint` (the last committed
-    checkpoint directory, or None)."""
+    `lr_scheduler`, `steps` (training steps taken in all, from the start of the job), `epochs`
+    (completed), `final_loss` (this rank's loss on its last batch, None when no step ran),
+    `samples_per_second` (all ranks, over the steps this process ran), `stopped` (True after a
+    stop with exit_on_stop=False), `resumed_from` (the checkpoint's step, or None) and
+    `checkpoint` (the last committed checkpoint directory, or None)."""
 
-    def __init__(self, model, optimizer, lr_scheduler, steps, epochs, final_loss,
-                 samples_per_second, stopped, resumed_from, checkpoint):
-        self.model = model
-        self.optimizer = optimizer
-        self.lr_scheduler = lr_scheduler
-        self.steps = steps
-        self.epochs = epochs
-        self.final_loss = final_loss
-        self.samples_per_second = samples_per_second
-        self.stopped = stopped
-        self.resumed_from = resumed_from
-        self.checkpoint = checkpoint
+    model: object
+    optimizer: object
+    lr_scheduler: object
+    steps: int
+    epochs: int
+    final_loss: object
+    samples_per_second: float
+    stopped: bool
+    resumed_from: object
+    checkpoint: object
 
     def __repr__(self):
         return (f"TrainResult(steps={self.steps}, epochs={self.epochs}, "
@@ -42,13 +41,16 @@ class TrainResult:
                 f"{self.samples_per_second:.1f}, stopped={self.stopped})")
 
 
+@dataclasses.dataclass
 class StepInfo:
     """What on_step(info) gets after every step: `step` (from the start of the job), `epoch`,
     `loss` (this rank's, a detached tensor: float() it only when needed, it waits for a GPU) and
     `samples` (this rank's share of the global batch)."""
 
-    def __init__(self, step, epoch, loss, samples):
-        self.step, self.epoch, self.loss, self.samples = step, epoch, loss, samples
+    step: int
+    epoch: int
+    loss: object
+    samples: int
 
 
 def _count(value, name, low=0):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from test_launch import Launch, job_processes, start_again
+from slurm_jobs import Launch, job_processes, start_again
 
 OTHER_USER = "primus-other"
 METRICS = ("primus_steps_total", "primus_samples_total", "primus_last_step_timestamp_seconds",

@@ -10,15 +10,18 @@ STOP_AT=S: after step S rank 0 sends SIGTERM to its parent (primus-launch, as a 
 reach it) and waits until the signal comes back. STEP_SLEEP=seconds per step. PROGRESS=FILE:
 rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
 after step S, once. IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
+PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
+to 2 minutes), so that a preemption sent meanwhile stops the job at step S.
 CKPT_EVENTS=FILE: rank 0 appends 'started STEP' when it starts a checkpoint. SLOW_WRITE=seconds:
-every rank's checkpoint file takes that much longer to write (in the background), so that a
-stop can be sent while a save is in flight.
+every rank's file of an asynchronous checkpoint takes that much longer to write (in the
+background), so that a stop can be sent while a save is in flight.
 """
 
 import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,6 +55,7 @@ def main():
         return cnn.decode(record)
 
     stop_at = int(os.environ.get("STOP_AT", "-1"))
+    pause_at = int(os.environ.get("PAUSE_AT", "-1"))
     fail_at = int(os.environ.get("FAIL_AT", "-1"))
     fail_rank = int(os.environ.get("FAIL_RANK", "1"))
     fail_marker = os.environ.get("FAIL_MARKER")
@@ -81,7 +85,10 @@ def main():
                 return getattr(self._writer, name)
 
             def finish(self):
-                time.sleep(slow_write)
+                # Only the asynchronous saves (their writer thread): a save at a stop must end
+                # within the partition's GraceTime.
+                if threading.current_thread().name == "primus-checkpoint":
+                    time.sleep(slow_write)
                 return self._writer.finish()
 
         original_writer = _ckpt.RankWriter
@@ -105,6 +112,12 @@ def main():
                 Path(fail_marker).touch()
             print(f"rank {job.rank}: failing at step {info.step}", flush=True)
             os._exit(3)
+        if info.step == pause_at and job.rank == 0 and resume is None:
+            # The others wait for rank 0 in should_stop(): the stop lands at this very step.
+            for _ in range(1200):
+                if primus.stop_requested():
+                    break
+                time.sleep(0.1)
         if info.step == stop_at and job.rank == 0 and not primus.stop_requested():
             os.kill(os.getppid(), signal.SIGTERM)
             for _ in range(500):

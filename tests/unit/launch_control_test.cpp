@@ -57,6 +57,13 @@ TEST(LaunchControl, ReportsAreParsedAndTheSenderComesFromTheConnection) {
   EXPECT_TRUE(exit->wrapper);
   EXPECT_EQ(exit_code(exit->wait_status), 3);
 
+  auto signal = parse_report(wrapper_signal_line("SIGTERM"), 4, true, error);
+  ASSERT_TRUE(signal) << error;
+  EXPECT_EQ(signal->kind, ReportKind::kEvent);
+  EXPECT_EQ(signal->event, "stop-signal");
+  EXPECT_EQ(signal->signal, "SIGTERM");
+  EXPECT_TRUE(signal->wrapper);
+
   auto whello = parse_report(wrapper_hello_line(1, "n\"2", 9, "12.0"), 4, true, error);
   ASSERT_TRUE(whello) << error;
   EXPECT_EQ(whello->node, "n\"2");

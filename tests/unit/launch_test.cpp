@@ -15,6 +15,7 @@
 #include "outcome.hpp"
 #include "primus/common/error.hpp"
 #include "resume.hpp"
+#include "slurm_attempt.hpp"
 #include "step_layout.hpp"
 
 namespace primus::launch {
@@ -231,6 +232,85 @@ TEST(LaunchStepLayout, WithoutTheJobsLayoutItIsAnErrorNotOneRank) {
   zero.num_nodes = "2";
   zero.num_tasks = "0";
   EXPECT_THROW(job_layout_environment(step, zero), Error);
+}
+
+TEST(LaunchStepLayout, AJobGivenFewerNodesStartsTheTasksItsAllocationHolds) {
+  // As the testbed's batch shell showed it after NumNodes=2 NumTasks=4 on a -N4
+  // --ntasks-per-node=2 job: the submitted count stays in SLURM_NTASKS.
+  const Environment shrunk = {{"SLURM_JOB_ID", "10"},
+                              {"SLURM_NTASKS", "8"},
+                              {"SLURM_NPROCS", "8"},
+                              {"SLURM_JOB_NUM_NODES", "2"},
+                              {"SLURM_TASKS_PER_NODE", "2(x2)"}};
+  std::string note;
+  const Environment fitted = fit_to_allocation(shrunk, note);
+  EXPECT_EQ(lookup(fitted, "SLURM_NTASKS"), "4");
+  EXPECT_EQ(lookup(fitted, "SLURM_NPROCS"), "4");
+  EXPECT_NE(note.find("submitted for 8 tasks"), std::string::npos) << note;
+  EXPECT_NE(note.find("starting 4 ranks"), std::string::npos) << note;
+  // An allocation that holds what was asked (or more, -n 3 over 2 nodes of 2) is left alone.
+  for (const auto& [tasks, per_node] :
+       {std::pair{"8", "2(x4)"}, std::pair{"3", "2,1"}, std::pair{"3", "2(x2)"}}) {
+    const Environment same = {{"SLURM_NTASKS", tasks}, {"SLURM_TASKS_PER_NODE", per_node}};
+    EXPECT_EQ(fit_to_allocation(same, note), same) << per_node;
+    EXPECT_TRUE(note.empty());
+  }
+  const Environment garbled = {{"SLURM_NTASKS", "8"}, {"SLURM_TASKS_PER_NODE", "x"}};
+  EXPECT_EQ(fit_to_allocation(garbled, note), garbled);
+}
+
+TEST(LaunchGraceTime, AJobSlurmEndsWhileItsRanksStillRunIsRequeuedJustBeforeItsEnd) {
+  // As scontrol showed a job without a time limit 1 s into its preemption on the testbed
+  // (GraceTime=10 in partition low): EndTime stays Unknown until the grace time is over.
+  const JobFacts preempted = job_facts(parse_scontrol_record(
+      "JobId=13 JobState=RUNNING Restarts=0 StartTime=2026-12-02T20:24:59 EndTime=Unknown "
+      "PreemptTime=2026-12-02T20:25:18 Partition=low TimeLimit=UNLIMITED"));
+  ASSERT_TRUE(preempted.preempted);
+  EXPECT_FALSE(preempted.end_time);
+  EXPECT_EQ(preempted.partition, "low");
+  const auto grace = grace_time(parse_scontrol_record(
+      "PartitionName=low AllowGroups=ALL Default=YES GraceTime=10 Hidden=NO PriorityTier=1"));
+  ASSERT_TRUE(grace);
+  EXPECT_EQ(grace->count(), 10);
+  const auto preempt_time = parse_slurm_time("2026-12-02T20:25:18");
+  ASSERT_TRUE(preempt_time);
+  EXPECT_EQ(preempted.preempted_at, preempt_time);
+  const auto now = std::chrono::steady_clock::time_point(std::chrono::hours(1));
+  const auto margin = std::chrono::seconds(3);
+  // Asked one second into the preemption: 9 s left, requeued 3 s before the end.
+  const auto at = requeue_deadline(preempted, grace, false, margin, now, *preempt_time + 1);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(*at - now, std::chrono::seconds(6));
+  // Asked later than the margin allows: at once. An earlier EndTime (the time limit) wins.
+  EXPECT_EQ(requeue_deadline(preempted, grace, false, margin, now, *preempt_time + 9), now);
+  JobFacts limit_first = preempted;
+  limit_first.end_time = *preempt_time + 5;
+  EXPECT_EQ(*requeue_deadline(limit_first, grace, false, margin, now, *preempt_time) - now,
+            std::chrono::seconds(2));
+  // No grace time known, or one Slurm does not wait for: nothing to do.
+  EXPECT_FALSE(requeue_deadline(preempted, std::nullopt, true, margin, now, *preempt_time));
+  EXPECT_FALSE(
+      requeue_deadline(preempted, std::chrono::seconds(2), true, margin, now, *preempt_time));
+
+  // A job at its time limit: at EndTime, only while it may still be requeued.
+  const JobFacts limited = job_facts(parse_scontrol_record(
+      "JobId=14 JobState=RUNNING EndTime=2026-12-02T21:00:00 PreemptTime=None"));
+  ASSERT_TRUE(limited.end_time);
+  EXPECT_FALSE(limited.preempted);
+  EXPECT_FALSE(requeue_deadline(limited, grace, false, margin, now, *limited.end_time - 60));
+  EXPECT_EQ(*requeue_deadline(limited, grace, true, margin, now, *limited.end_time - 60) - now,
+            std::chrono::seconds(57));
+  // No end (no time limit), or a job already ending (cancelled): never.
+  JobFacts unlimited = limited;
+  unlimited.end_time.reset();
+  EXPECT_FALSE(requeue_deadline(unlimited, grace, true, margin, now, *preempt_time));
+  JobFacts cancelled = preempted;
+  cancelled.state = "CANCELLED";
+  EXPECT_FALSE(requeue_deadline(cancelled, grace, true, margin, now, *preempt_time));
+  for (const char* bad : {"Unknown", "None", "2026-12-02", "2026-12-02T20:25:29x", ""}) {
+    EXPECT_FALSE(parse_slurm_time(bad)) << bad;
+  }
+  EXPECT_FALSE(grace_time(parse_scontrol_record("PartitionName=low GraceTime=soon")));
 }
 
 TEST(LaunchStepLayout, ScontrolsRecordGivesTheJobsNodesAndTasks) {

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_launch import Launch  # noqa: E402
+from slurm_jobs import Launch  # noqa: E402
 
 
 def skip_begin_time(testbed, run, stop):
     """A requeued job waits ~120 s (Reason=BeginTime): let it start again after 3 s (at once,
-    slurmd may refuse its revoked credential; see test_launch.start_again)."""
+    slurmd may refuse its revoked credential; see slurm_jobs.start_again)."""
     pending_since = None
     while not stop.wait(1):
         job = testbed.job(run.job)

@@ -1,0 +1,235 @@
+"""primus.train end to end on the testbed: the CNN example (examples/cnn/train.py: batch norm,
+dropout, Adam, a learning-rate schedule, asynchronous checkpoints every 10 steps) as a batch job
+of 4 nodes x 2 ranks under `exec primus-launch`, from the installed module, interrupted as
+users' jobs are: preempted while a checkpoint is being written, preempted with ranks that ignore
+the signal until Slurm kills them after GraceTime, preempted at a step that is no checkpoint
+step, a rank that crashes, and a requeued job given fewer nodes. Every run must end with the
+parameters, buffers and optimizer state of the uninterrupted run, bit for bit (the fewer-nodes
+run excepted: another world size sums the gradients in another order), and the steps the final
+model descends from must have read every record exactly once per epoch (train_oracle.py, from
+the record numbers each rank logged at every step of every run)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slurm_jobs import Launch, job_processes, start_again
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+import train_oracle  # noqa: E402
+
+HARNESS = HERE.parent / "python" / "train_cnn.py"
+EXAMPLE = HERE.parents[1] / "examples" / "cnn"
+RECORDS, GLOBAL_BATCH, EPOCHS = 1024, 64, 3
+STEPS_PER_EPOCH = RECORDS // GLOBAL_BATCH
+
+
+@pytest.fixture(scope="module")
+def dataset(testbed, prefix):
+    """The example's dataset, written by its make_data.py with the installed package."""
+    where = testbed.workdir / "cnn-data"
+    where.mkdir()
+    os.chmod(where, 0o755)
+    env = dict(os.environ, PYTHONPATH=str(next(prefix.glob("lib/python3*/*-packages"))),
+               LD_LIBRARY_PATH=str(prefix / "lib"))
+    result = subprocess.run(["/usr/bin/python3", str(EXAMPLE / "make_data.py"), str(where),
+                             "--records", str(RECORDS)], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for path in where.iterdir():
+        os.chmod(path, 0o644)
+    os.chmod(where, 0o777)  # the ranks write the index beside the data
+    return where
+
+
+class CnnJob(Launch):
+    def __init__(self, testbed, prefix, name, dataset, layout="-N4 --ntasks-per-node=2"):
+        super().__init__(testbed, prefix, name, layout=layout, program=HARNESS)
+        self.example = self.dir / "cnn"
+        shutil.copytree(EXAMPLE, self.example)
+        self.trace = self.dir / "trace"
+        self.trace.mkdir()
+        self.ckpt_events = self.dir / "ckpt-events"
+        if testbed.as_root:
+            for path in (self.trace, self.example):
+                os.chown(path, testbed.uid, testbed.gid)
+        self.dataset = dataset
+
+    def submit(self, *, sbatch="", launch="", env="", exec_="exec "):
+        base = (f"EXAMPLE={self.example} PRIMUS_DATA='{self.dataset}/*.tfrecord' "
+                f"EPOCHS={EPOCHS} TRACE={self.trace} TRACE_RUN={self.name} "
+                f"CKPT_EVENTS={self.ckpt_events}")
+        return super().submit(sbatch=sbatch, launch=launch, env=f"{base} {env}", exec_=exec_)
+
+    def checkpoint_started(self, step):
+        path = self.ckpt_events
+        return path.exists() and f"started {step}\n" in path.read_text()
+
+    def exactly_once(self):
+        return train_oracle.check_exactly_once(train_oracle.read_trace(self.trace), RECORDS,
+                                               EPOCHS, STEPS_PER_EPOCH)
+
+    def stopped_at(self):
+        import re
+
+        found = re.findall(r"primus.train: stopped at step (\d+)", self.output())
+        return [int(s) for s in found]
+
+
+@pytest.fixture(scope="module")
+def reference(testbed, prefix, dataset):
+    run = CnnJob(testbed, prefix, "cnn-reference", dataset)
+    run.submit()
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    return run
+
+
+def preempt(testbed, run):
+    """An exclusive job in `high` takes every node: `run` is preempted and requeued; then it is
+    started again at once (without the requeue's wait)."""
+    high = testbed.sbatch("-p", "high", "-N4", "--exclusive", "-o", "/dev/null", "--wrap",
+                          "sleep 1")
+    try:
+        testbed.wait_for(lambda: testbed.job(run.job).get("Restarts") == "1"
+                         and testbed.job(run.job).get("JobState") == "PENDING", 120,
+                         lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
+        testbed.wait_ended([high], 120)
+    finally:
+        testbed.cancel(high)
+
+
+def test_the_uninterrupted_cnn_job_reads_every_record_once_per_epoch(reference):
+    assert reference.exit_code() == "0:0"
+    chain = reference.exactly_once()
+    assert {len(entry["ranks"]) for entry in chain.values()} == {8}
+    final = reference.final()
+    assert any(k.endswith("running_var") for k in final) and \
+        any(k.endswith("exp_avg") for k in final), sorted(final)[:10]
+    names = [e["event"] for e in reference.events()]
+    assert names.count("checkpoint-committed") == 5, reference.events()  # 10..40 and 48
+    out = reference.output()
+    assert f"finished: {EPOCHS * STEPS_PER_EPOCH} steps, {EPOCHS} epochs" in out, out[-3000:]
+
+
+def test_preempted_while_a_checkpoint_is_written_it_resumes_bitwise_equal(
+        testbed, prefix, dataset, reference):
+    """The step-10 checkpoint takes 4 s longer to write (in the background), and rank 0 waits
+    after step 11: the preemption comes while that write is in flight. The stop at step 11
+    commits step 10 first, then saves step 11, within GraceTime."""
+    run = CnnJob(testbed, prefix, "cnn-preempt-writing", dataset)
+    run.submit(sbatch="-p low --requeue", env="SLOW_WRITE=4 PAUSE_AT=11")
+    try:
+        run.wait_step(11)
+        assert run.checkpoint_started(10)
+        preempt(testbed, run)
+        start_again(testbed, run)
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    assert run.final() == reference.final()
+    assert run.stopped_at() == [11], run.output()[-3000:]
+    events = run.events()
+    order = [(e["event"], e["details"].get("step")) for e in events if e["allocation"] == 0
+             and e["event"] in ("checkpoint-started", "checkpoint-committed", "stop-requested")]
+    assert order == [("checkpoint-started", "10"), ("stop-requested", None),
+                     ("checkpoint-committed", "10"), ("checkpoint-started", "11"),
+                     ("checkpoint-committed", "11")], order
+    resuming = [e["details"]["step"] for e in events if e["event"] == "resuming"]
+    assert resuming == ["11"], events
+    chain = run.exactly_once()
+    assert chain[11]["run"] != chain[12]["run"], "step 12 is the resumed run's"
+
+
+def test_ranks_that_ignore_the_signal_are_killed_after_gracetime_and_resume_bitwise_equal(
+        testbed, prefix, dataset, reference):
+    """The ranks ignore SIGTERM and would train on past the partition's GraceTime (10 s). Slurm
+    would then kill the job and end it TIMEOUT, never requeued (seen here): primus-launch
+    requeues it itself 3 s before its end time, and it resumes from the last periodic
+    checkpoint; the records of the steps after it were read twice, and only the resumed run's
+    reading counts."""
+    run = CnnJob(testbed, prefix, "cnn-preempt-killed", dataset)
+    run.submit(sbatch="-p low --requeue", env="IGNORE_STOP=1 STEP_SLEEP=0.6")
+    try:
+        run.wait_step(16)
+        preempted_at = time.monotonic()
+        preempt(testbed, run)
+        assert time.monotonic() - preempted_at >= 5, "requeued long before GraceTime ended"
+        start_again(testbed, run)
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    assert run.final() == reference.final()
+    assert run.stopped_at() == [], run.output()[-3000:]
+    requeued = [e["details"] for e in run.events() if e["event"] == "requeued"]
+    assert requeued == [{"job": run.job,
+                         "reason": "the ranks did not stop before the job's end time"}], \
+        run.events()[-12:] + [run.output()[-3000:]]
+    assert testbed.job(run.job).get("Restarts") == "1"
+    resumed = [int(e["details"]["step"]) for e in run.events() if e["event"] == "resuming"]
+    assert len(resumed) == 1 and resumed[0] % 10 == 0 and resumed[0] >= 10, run.events()
+    trace = train_oracle.read_trace(run.trace)
+    first = min(trace, key=lambda e: e["time"])["run"]
+    assert max(e["step"] for e in trace if e["run"] == first) > resumed[0], \
+        "the killed run took no step after its checkpoint"
+    run.exactly_once()
+
+
+def test_preempted_at_a_step_that_is_no_checkpoint_step_it_saves_there(
+        testbed, prefix, dataset, reference):
+    run = CnnJob(testbed, prefix, "cnn-preempt-between", dataset)
+    run.submit(sbatch="-p low --requeue", env="PAUSE_AT=17")
+    try:
+        run.wait_step(17)
+        preempt(testbed, run)
+        start_again(testbed, run)
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    assert run.stopped_at() == [17], run.output()[-3000:]
+    assert run.final() == reference.final()
+    assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == ["17"]
+    run.exactly_once()
+
+
+def test_a_rank_that_crashes_restarts_from_the_checkpoint_and_ends_bitwise_equal(
+        testbed, prefix, dataset, reference):
+    run = CnnJob(testbed, prefix, "cnn-crash", dataset)
+    run.submit(launch="--primus-max-restarts=1",
+               env=f"FAIL_AT=27 FAIL_RANK=5 FAIL_MARKER={run.dir}/failed")
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.final() == reference.final()
+    assert run.milestones() == ["launched", "dataset-checked", "rank-failed", "restarted",
+                                "resuming", "finished"], run.events()
+    assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == ["20"]
+    run.exactly_once()
+
+
+def test_a_requeued_job_given_fewer_nodes_finishes_reading_every_record_once(
+        testbed, prefix, dataset):
+    """Preempted at step 14, then, while pending, shrunk to 2 nodes and 4 ranks: the job
+    resumes at 4 ranks from the 8-rank checkpoint and continues the same global order. Its bits
+    differ from the 8-rank run's (the gradients of 8 shares are summed in another order than
+    those of 4), so the check is the data: every record exactly once per epoch."""
+    run = CnnJob(testbed, prefix, "cnn-fewer-nodes", dataset)
+    run.submit(sbatch="-p low --requeue", env="PAUSE_AT=14")
+    try:
+        run.wait_step(14)
+        preempt(testbed, run)
+        testbed.root_cmd(["scontrol", "update", f"JobId={run.job}", "NumNodes=2",
+                          "NumTasks=4"])
+        start_again(testbed, run)
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    assert testbed.job(run.job).get("NumNodes") == "2", testbed.job(run.job)
+    launched = [e["details"] for e in run.events() if e["event"] == "launched"]
+    assert [d["ranks"] for d in launched] == ["8", "4"], launched
+    chain = run.exactly_once()
+    assert {len(chain[s]["ranks"]) for s in range(1, 15)} == {8}
+    assert {len(chain[s]["ranks"]) for s in range(15, EPOCHS * STEPS_PER_EPOCH + 1)} == {4}
+    assert not job_processes(run.job)
