@@ -193,7 +193,7 @@ def test_a_stop_saves_and_exits_75_or_returns_with_exit_on_stop_false(tmp_path):
      "scheduler_interval: expected 'step' or 'epoch'"),
     ("primus.train('model', data, epochs=1)", "model: expected a torch.nn.Module, got str"),
 ])
-def test_bad_arguments_are_errors_that_name_them_on_every_rank(tmp_path, call, message):
+def test_bad_arguments_are_errors_that_name_them(tmp_path, call, message):
     needs_launcher()
     script = tmp_path / "bad.py"
     script.write_text("import torch, primus\n"
@@ -204,9 +204,11 @@ def test_bad_arguments_are_errors_that_name_them_on_every_rank(tmp_path, call, m
                             cwd=tmp_path, env=environment(), capture_output=True, text=True,
                             timeout=300)
     assert result.returncode != 0
+    # primus-launch names the rank that failed first and shows its last lines; the other rank
+    # may have been stopped before it got as far (the launcher ends the attempt at once).
+    assert "failed first" in result.stderr and message in result.stderr, result.stderr
     logs = list((tmp_path / "primus-local" / "logs").rglob("rank-*.log"))
-    assert len(logs) == 2 and all(message in log.read_text() for log in logs), \
-        result.stderr + "".join(log.read_text()[-2000:] for log in logs)
+    assert any(message in log.read_text() for log in logs), result.stderr
     assert not (tmp_path / "primus-local" / "ckpt").exists() or not list(
         (tmp_path / "primus-local" / "ckpt").glob("step-*"))
 
