@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Training throughput on the testbed (started with the plugin): the CNN example (examples/cnn)
+under sbatch + primus-launch with primus.train, against the same model and loop in plain PyTorch
+(DDP, a DistributedSampler, rank 0 torch.save()ing every 10 steps) started by srun, in the same
+allocation of 4 nodes x 2 ranks, on the same TFRecord files (RECORDS records in 8 files), one
+after the other: a warm-up pair, then PAIRS pairs whose order alternates.
+
+Each run's throughput is over its steady state: from the end of step 10 to the end of its last
+step (its checkpoints at steps 10, 20, ... inside). Printed: each side's median samples/s and
+spread, the pairs' ratios (primus.train / plain; goal: the median >= 0.98) and their spread,
+and the time the training loop is blocked per checkpoint both ways: the save call itself
+(primus.train: the slowest rank's checkpoint.save(blocking=False), which copies the state and
+returns; plain: rank 0's torch.save, which every rank waits for at the next all-reduce), and
+the extra time of the step after a checkpoint over the other steps' median (rank 0).
+Exits 1 when the goal is missed or a run failed. Usage: bench_train.py BUILD_DIR
+Environment: PRIMUS_BENCH_TRAIN_PAIRS (5), PRIMUS_BENCH_TRAIN_RECORDS (4096),
+PRIMUS_BENCH_TRAIN_EPOCHS (3)."""
+
+import json
+import os
+import pwd
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+PYTHON = "/usr/bin/python3"
+CHECKPOINT_EVERY = 10
+GLOBAL_BATCH = 64
+GOAL = 0.98
+
+
+def testbed_env():
+    out = subprocess.run([str(TOP / "scripts" / "slurm-testbed"), "env"], capture_output=True,
+                         text=True, check=True).stdout
+    env = {}
+    for line in out.splitlines():
+        m = re.match(r"^(?:export\s+)?([A-Z_]+)=(.*)$", line.strip())
+        if m:
+            env[m.group(1)] = m.group(2).strip("'\"")
+    return env
+
+
+def driver_script(work, inst, pairs, epochs):
+    rank = f"{PYTHON} {work}/train_cnn_rank.py"
+    return f"""#!/bin/bash
+. /usr/share/lmod/lmod/init/bash; module use {inst}/share/modulefiles; module load primus
+export OMP_NUM_THREADS=1 GLOG_minloglevel=2 EXAMPLE={work}/cnn DATA='{work}/data/*.tfrecord'
+export EPOCHS={epochs} OUTDIR={work}/out
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
+with_primus() {{
+  RUN=$1 primus-launch --primus-job-dir={work}/p$1 --primus-max-requeues=0 -- {rank} primus \\
+    >{work}/log-primus-$1 2>&1 || echo "FAILED primus run $1 (exit $?)"
+}}
+plain() {{
+  mkdir -p {work}/c$1
+  RUN=$1 CKPT_DIR={work}/c$1 MASTER_PORT=$((29400 + $1)) srun --kill-on-bad-exit=1 {rank} plain \\
+    >{work}/log-plain-$1 2>&1 || echo "FAILED plain run $1 (exit $?)"
+}}
+with_primus 0; plain 0   # the warm-up: the index beside the data, the page cache
+for ((i = 1; i <= {pairs}; i++)); do
+  if (( i % 2 )); then plain $i; with_primus $i; else with_primus $i; plain $i; fi
+done
+"""
+
+
+def load(out, side, run, world):
+    ranks = []
+    for r in range(world):
+        path = out / f"{side}-{run}-rank-{r}.json"
+        if not path.exists():
+            return None
+        ranks.append(json.loads(path.read_text()))
+    return ranks
+
+
+def throughput(step_ends):
+    """samples/s from the end of step CHECKPOINT_EVERY to the end of the last step."""
+    first = CHECKPOINT_EVERY - 1
+    return (len(step_ends) - 1 - first) * GLOBAL_BATCH / (step_ends[-1] - step_ends[first])
+
+
+def after_checkpoint_extra(step_ends):
+    """The median duration of the steps right after a checkpoint, less the other steps'."""
+    durations = {i + 1: b - a for i, (a, b) in enumerate(zip(step_ends, step_ends[1:]), 1)}
+    after = [d for step, d in durations.items() if step % CHECKPOINT_EVERY == 1 and step > 1]
+    others = [d for step, d in durations.items() if step % CHECKPOINT_EVERY != 1]
+    return statistics.median(after) - statistics.median(others)
+
+
+def spread(values, scale=1.0, fmt="{:.1f}"):
+    return (f"median {fmt.format(statistics.median(values) * scale)} "
+            f"({fmt.format(min(values) * scale)} to {fmt.format(max(values) * scale)})")
+
+
+def main():
+    build = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    pairs = int(os.environ.get("PRIMUS_BENCH_TRAIN_PAIRS", "5"))
+    records = int(os.environ.get("PRIMUS_BENCH_TRAIN_RECORDS", "4096"))
+    epochs = int(os.environ.get("PRIMUS_BENCH_TRAIN_EPOCHS", "3"))
+    world = 8
+    tb = testbed_env()
+    user = tb.get("PRIMUS_TESTBED_USER", "primus-test")
+    pw = pwd.getpwnam(user) if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+    work = Path(tempfile.mkdtemp(prefix="bench-train-", dir=Path(tb["PRIMUS_TESTBED_DIR"]) / "work"))
+    problems = []
+    try:
+        inst = work / "inst"
+        subprocess.run(["make", "-C", str(build), "-s", "install", f"prefix={inst}"], check=True,
+                       capture_output=True)
+        shutil.copytree(TOP / "examples" / "cnn", work / "cnn")
+        shutil.copy(TOP / "tests" / "bench" / "train_cnn_rank.py", work)
+        (work / "out").mkdir()
+        site = next(inst.glob("lib/python3*/site-packages"))
+        subprocess.run([PYTHON, str(work / "cnn" / "make_data.py"), str(work / "data"),
+                        "--records", str(records), "--files", "8"], check=True,
+                       capture_output=True, env=dict(os.environ, PYTHONPATH=str(site),
+                                                     LD_LIBRARY_PATH=str(inst / "lib")))
+        driver = work / "driver.sh"
+        driver.write_text(driver_script(work, inst, pairs, epochs))
+        for root, dirs, files in os.walk(work):
+            for name in dirs + files:
+                os.chmod(os.path.join(root, name), 0o755)
+                if os.geteuid() == 0:
+                    os.chown(os.path.join(root, name), pw.pw_uid, pw.pw_gid)
+        os.chmod(work, 0o755)
+        if os.geteuid() == 0:
+            os.chown(work, pw.pw_uid, pw.pw_gid)
+        base = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", f"HOME={work}",
+                f"SLURM_CONF={tb['SLURM_CONF']}"]
+        as_user = ["runuser", "-u", user, "--"] if os.geteuid() == 0 else []
+        res = subprocess.run([*as_user, *base, "sbatch", "--wait", "-N4", "--ntasks-per-node=2",
+                              "-o", str(work / "job.out"), str(driver)],
+                             capture_output=True, text=True, cwd=work, timeout=3600)
+        job_out = (work / "job.out").read_text() if (work / "job.out").exists() else ""
+        problems += [line for line in job_out.splitlines() if line.startswith("FAILED")]
+        if res.returncode != 0:
+            problems.append(f"sbatch --wait exited {res.returncode}: {res.stderr[-300:]}")
+        out = work / "out"
+        rate = {"primus": [], "plain": []}
+        blocked = {"primus": [], "plain": []}
+        extra = {"primus": [], "plain": []}
+        ratios = []
+        for run in range(1, pairs + 1):
+            got = {side: load(out, side, run, world) for side in rate}
+            for side, ranks in got.items():
+                if ranks is None:
+                    log = work / f"log-{side}-{run}"
+                    tail = log.read_text()[-600:] if log.exists() else "(no log)"
+                    problems.append(f"{side} run {run}: not every rank reported: {tail}")
+            if None in got.values():
+                continue
+            steps = {len(ranks[0]["step_ends"]) for ranks in got.values()}
+            if len(steps) != 1:
+                problems.append(f"run {run}: the sides took different numbers of steps: {steps}")
+                continue
+            for side, ranks in got.items():
+                rate[side].append(throughput(ranks[0]["step_ends"]))
+                extra[side].append(after_checkpoint_extra(ranks[0]["step_ends"]))
+                if side == "primus":
+                    blocked[side] += [max(calls) for calls in zip(*(r["saves"] for r in ranks))]
+                else:
+                    blocked[side] += ranks[0]["saves"]
+            ratios.append(rate["primus"][-1] / rate["plain"][-1])
+        print(f"# the CNN example, 4 nodes x 2 ranks in one allocation, {records} records in 8 "
+              f"TFRecord files, global batch {GLOBAL_BATCH}, {epochs} epochs "
+              f"({epochs * (records // GLOBAL_BATCH)} steps), a checkpoint every "
+              f"{CHECKPOINT_EVERY} steps; {len(ratios)} of {pairs} interleaved pairs measured")
+        if ratios:
+            for side, name in (("primus", "sbatch + primus-launch, primus.train"),
+                               ("plain", "srun, plain PyTorch DDP")):
+                print(f"  {name:>38}: {spread(rate[side])} samples/s")
+            print(f"# primus.train / plain PyTorch throughput: {spread(ratios, fmt='{:.3f}')} "
+                  f"over the pairs (goal: the median >= {GOAL})")
+            print(f"# the loop blocked per checkpoint: primus.train (checkpoint.save, the slowest "
+                  f"rank) {spread(blocked['primus'], 1e3)} ms; plain (torch.save on rank 0) "
+                  f"{spread(blocked['plain'], 1e3)} ms")
+            print(f"# the step after a checkpoint, longer than the others' median by: "
+                  f"primus.train {spread(extra['primus'], 1e3)} ms; plain "
+                  f"{spread(extra['plain'], 1e3)} ms")
+            if statistics.median(ratios) < GOAL:
+                problems.append(f"primus.train's throughput is {statistics.median(ratios):.3f} x "
+                                f"plain PyTorch's (goal >= {GOAL})")
+    except (subprocess.SubprocessError, OSError, KeyError, ValueError, StopIteration) as e:
+        problems.append(f"{type(e).__name__}: {e}")
+    finally:
+        if os.environ.get("PRIMUS_BENCH_KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"# kept {work}")
+    for problem in problems:
+        print(f"# FAILED: {problem}")
+    if problems:
+        return 1
+    print("# goal met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
