@@ -6,9 +6,17 @@ the first iteration, rebuilds them in the order the gradients became ready (torc
 no rebuild only with find_unused_parameters). A run resumed from a checkpoint starts again with
 the first layout, so its first step reduces the gradients in another arrangement than the
 uninterrupted run did at that step; above two ranks the ring's partial sums then round
-differently, and the bits part. With find_unused_parameters=True the reducer never rebuilds: every
-step of every run reduces in the same layout. It costs one traversal of the autograd graph per
-step (measured against plain DDP by tests/bench/bench_launch_slurm.py).
+differently, and the bits part. primus.ddp therefore has the reducer rebuild before the first
+real step of every run: at the first forward pass that will synchronise gradients it first
+rehearses that pass, with a backward pass of the sum of the outputs, and undoes the rehearsal's
+effects (the parameters' gradients, the buffers, the random generators). The rebuild follows the order in which that pass made the
+gradients ready, which depends on the model's graph, not on the data: every step of every run
+reduces in the same layout. It costs one forward and backward pass per run, where keeping the
+first layout with find_unused_parameters=True (what primus.ddp did before) costs an all-reduce of
+the used-parameter map and a walk of the autograd graph at every step (about 15 % of the CNN
+example's throughput at 8 ranks on this machine's two cores; tests/bench/bench_train.py).
+find_unused_parameters=True stays available for models that need it: that reducer never
+rebuilds.
 
 The gradients are all-reduced by torch's own allreduce hook (which DDP documents as giving the
 results of no hook), wrapped to time the first bucket of every step: how long this rank waits
@@ -16,13 +24,15 @@ for the others there is how the monitor sees a rank that is slow before its back
 (docs/architecture.md, "The monitor").
 """
 
+_stable_class = None
+
 
 def ddp(model, **kwargs):
     """`model` wrapped in DistributedDataParallel for exact resumes (see the module's text); the
     keyword arguments go to DistributedDataParallel. In a world of one (no torch.distributed
-    process group) the model comes back as it is. find_unused_parameters=False and
-    static_graph=True are refused: both let the reducer rebuild its buckets. Refused in the
-    dynamic data mode, whose ranks do not step together."""
+    process group) the model comes back as it is. static_graph=True is refused: it lets the
+    reducer rebuild its buckets after the first step. Refused in the dynamic data mode, whose
+    ranks do not step together."""
     import os
 
     if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
@@ -30,23 +40,65 @@ def ddp(model, **kwargs):
                            "takes together, and DDP all-reduces the gradients at every step "
                            "(the ranks would wait for each other forever); use the static "
                            "split for synchronous training")
-    import torch
     import torch.distributed as dist
 
     from . import _runtime
 
-    for name, bad in (("find_unused_parameters", False), ("static_graph", True)):
-        if name in kwargs and kwargs[name] is bad:
-            raise ValueError(f"primus.ddp: {name}={bad} lets DDP rebuild its gradient buckets "
-                             "after the first step, and a resumed run would not be bitwise "
-                             "equal to an uninterrupted one; leave it out")
+    if kwargs.get("static_graph") is True:
+        raise ValueError("primus.ddp: static_graph=True lets DDP rebuild its gradient buckets "
+                         "after the first step, and a resumed run would not be bitwise equal "
+                         "to an uninterrupted one; leave it out")
     _runtime.init()
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return model
-    kwargs["find_unused_parameters"] = True
-    wrapped = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    wrapped = _stable_buckets_class()(model, **kwargs)
     wrapped.register_comm_hook(None, _timed_allreduce)
     return wrapped
+
+
+def _stable_buckets_class():
+    """DistributedDataParallel whose reducer rebuilds its buckets before the first real step."""
+    global _stable_class
+    if _stable_class is not None:
+        return _stable_class
+    import torch
+    from torch.nn.parallel.distributed import _find_tensors
+
+    class StableBucketsDDP(torch.nn.parallel.DistributedDataParallel):
+        _primus_rebuild_pending = True
+
+        def forward(self, *inputs, **kwargs):
+            if (self._primus_rebuild_pending and torch.is_grad_enabled()
+                    and self.require_backward_grad_sync):
+                self._primus_rebuild_pending = False
+                if not self.find_unused_parameters:
+                    self._rehearse(inputs, kwargs)
+            return super().forward(*inputs, **kwargs)
+
+        def _rehearse(self, inputs, kwargs):
+            """One forward and backward pass whose effects are undone: the reducer records the
+            order in which the gradients become ready and rebuilds its buckets in that order at
+            the next forward pass, the first real one."""
+            params = [p for p in self.module.parameters() if p.requires_grad]
+            grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
+            buffers = [b.detach().clone() for b in self.module.buffers()]
+            devices = sorted({p.device.index for p in params if p.device.type == "cuda"})
+            with torch.random.fork_rng(devices=devices):
+                outputs = [t for t in _find_tensors(super().forward(*inputs, **kwargs))
+                           if t.requires_grad and t.is_floating_point()]
+                if outputs:
+                    torch.autograd.backward([t.sum() for t in outputs])
+            with torch.no_grad():
+                for param, grad in zip(params, grads):
+                    if grad is None or param.grad is None:
+                        param.grad = grad
+                    else:
+                        param.grad.copy_(grad)
+                for buffer, saved in zip(self.module.buffers(), buffers):
+                    buffer.copy_(saved)
+
+    _stable_class = StableBucketsDDP
+    return _stable_class
 
 
 def _timed_allreduce(state, bucket):
