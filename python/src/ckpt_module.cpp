@@ -200,8 +200,13 @@ PYBIND11_MODULE(_ckpt, m) {
   m.def(
       "prune",
       [](const std::string& root, std::size_t keep_last, std::int64_t keep_every) {
+        // Without the GIL: primus.checkpoint prunes in a thread of its own beside training.
+        const auto paths = [&] {
+          py::gil_scoped_release release;
+          return primus::ckpt::prune(root, keep_last, keep_every);
+        }();
         std::vector<std::string> removed;
-        for (const auto& path : primus::ckpt::prune(root, keep_last, keep_every))
+        for (const auto& path : paths)
           removed.push_back(path.string());
         return removed;
       },
