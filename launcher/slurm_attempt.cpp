@@ -113,7 +113,10 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   std::map<std::uint32_t, Clock::time_point> progress;  // ranks that said hello
   std::map<std::uint32_t, std::uint64_t> steps;
   std::set<std::uint32_t> reported;  // wrappers that reported an exit
-  bool deadline_asked = false;       // the job's EndTime was asked for once the stop began
+  // Once the stop began, the job's end time is asked for; again every second (a few times) while
+  // slurmctld shows none: a query made as the signal arrives may see no PreemptTime yet, or fail.
+  int deadline_queries_left = 5;
+  Clock::time_point next_deadline_query = Clock::time_point::min();
   Clock::time_point requeue_at = Clock::time_point::max();
 
   const auto target = [&] { return result.step.empty() ? setup.job : result.step; };
@@ -262,9 +265,11 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
       if (stopping()) setup.monitor->set_state("stopping");
       setup.monitor->tick();
     }
-    if (stopping() && !stopping_for_failure && !result.user_stop && !deadline_asked &&
-        !setup.requeue_target.empty()) {
-      deadline_asked = true;
+    if (stopping() && !stopping_for_failure && !result.user_stop && !result.requeued &&
+        requeue_at == Clock::time_point::max() && deadline_queries_left > 0 &&
+        now >= next_deadline_query && !setup.requeue_target.empty()) {
+      --deadline_queries_left;
+      next_deadline_query = now + std::chrono::seconds(1);
       if (const auto job = query_job(setup.job)) {
         const auto grace = job->preempted ? query_grace_time(job->partition)
                                           : std::optional<std::chrono::seconds>();
