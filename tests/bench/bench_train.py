@@ -19,7 +19,6 @@ PRIMUS_BENCH_TRAIN_EPOCHS (3)."""
 import json
 import os
 import pwd
-import re
 import shutil
 import statistics
 import subprocess
@@ -27,22 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_launch_slurm import testbed_env  # the testbed's SLURM_CONF and directories
+
 TOP = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"
 CHECKPOINT_EVERY = 10
 GLOBAL_BATCH = 64
 GOAL = 0.98
-
-
-def testbed_env():
-    out = subprocess.run([str(TOP / "scripts" / "slurm-testbed"), "env"], capture_output=True,
-                         text=True, check=True).stdout
-    env = {}
-    for line in out.splitlines():
-        m = re.match(r"^(?:export\s+)?([A-Z_]+)=(.*)$", line.strip())
-        if m:
-            env[m.group(1)] = m.group(2).strip("'\"")
-    return env
 
 
 def driver_script(work, inst, pairs, epochs):
