@@ -237,7 +237,7 @@ def agreement_waited(seconds):
 
 def gradient_waited(seconds):
     """Called by primus.ddp's communication hook with how long this rank waited for the step's
-    first gradient bucket to be all-reduced (and with its wait for rank 0's buffers). Under DDP a rank that is slow before its backward
+    first gradient bucket to be all-reduced. Under DDP a rank that is slow before its backward
     pass makes the others wait there, not in should_stop(): the two waits of a step are added."""
     global _gradient_wait
     with _stats_lock:

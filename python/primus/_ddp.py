@@ -18,15 +18,10 @@ example's throughput at 8 ranks on this machine's two cores; tests/bench/bench_t
 find_unused_parameters=True stays available for models that need it: that reducer never
 rebuilds.
 
-The gradients are all-reduced by a hook that does what torch's allreduce hook does (divide by the
-world size, sum), and two more things with the first bucket of every step: it times the wait for
-its sum (how the monitor sees a rank that is slow before its backward pass; docs/architecture.md,
-"The monitor"; the broadcast of rank 0's buffers before each forward pass is timed too), and it
-carries this rank's stop vote as one more element, so that the step's
-primus.should_stop() finds the ranks' agreement made and needs no all-reduce of its own (a third
-collective per step beside DDP's buffer broadcast and gradient all-reduce: about 6 % of the CNN
-example's throughput at 8 ranks here). A stop signal that reaches a rank after its first bucket
-left is therefore acted on at the next step, on every rank alike.
+The gradients are all-reduced by torch's own allreduce hook (which DDP documents as giving the
+results of no hook), wrapped to time the first bucket of every step: how long this rank waits
+for the others there is how the monitor sees a rank that is slow before its backward pass
+(docs/architecture.md, "The monitor").
 """
 
 _stable_class = None
@@ -57,7 +52,7 @@ def ddp(model, **kwargs):
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return model
     wrapped = _stable_buckets_class()(model, **kwargs)
-    wrapped.register_comm_hook(None, _allreduce_with_stop_vote)
+    wrapped.register_comm_hook(None, _timed_allreduce)
     return wrapped
 
 
@@ -66,8 +61,6 @@ def _stable_buckets_class():
     global _stable_class
     if _stable_class is not None:
         return _stable_class
-    import time
-
     import torch
     from torch.nn.parallel.distributed import _find_tensors
 
@@ -81,17 +74,6 @@ def _stable_buckets_class():
                 if not self.find_unused_parameters:
                     self._rehearse(inputs, kwargs)
             return super().forward(*inputs, **kwargs)
-
-        def _sync_buffers(self):
-            """DDP's broadcast of rank 0's buffers before each forward pass, timed: when rank 0
-            comes late, the others wait here, not in the gradients' all-reduce."""
-            from . import _control
-
-            started = time.perf_counter()
-            try:
-                return super()._sync_buffers()
-            finally:
-                _control.gradient_waited(time.perf_counter() - started)
 
         def _rehearse(self, inputs, kwargs):
             """One forward and backward pass whose effects are undone: the reducer records the
@@ -119,30 +101,21 @@ def _stable_buckets_class():
     return _stable_class
 
 
-def _allreduce_with_stop_vote(state, bucket):
-    """torch's allreduce hook (the gradients divided by the world size, then summed); bucket 0,
-    the first one ready in a step, also carries this rank's stop vote and is timed."""
+def _timed_allreduce(state, bucket):
+    """torch's allreduce hook; for bucket 0, the first one ready in a step, the time from this
+    rank's contribution to the sum goes to the heartbeats."""
     import time
 
-    import torch
-    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    from . import _control, _runtime
+    from . import _control
 
     if bucket.index() != 0:
         return default_hooks.allreduce_hook(state, bucket)
-    group = state if state is not None else dist.group.WORLD
-    gradients = bucket.buffer()
-    joined = torch.empty(gradients.numel() + 1, dtype=gradients.dtype, device=gradients.device)
-    torch.div(gradients, group.size(), out=joined[:-1])
-    joined[-1:].fill_(_runtime.stop_vote())
     started = time.perf_counter()
 
-    def summed(future):
+    def timed(future):
         _control.gradient_waited(time.perf_counter() - started)
-        result = future.value()[0]
-        _runtime.stop_agreed(result[-1:])
-        return result[:-1]
+        return future.value()
 
-    return dist.all_reduce(joined, group=group, async_op=True).get_future().then(summed)
+    return default_hooks.allreduce_hook(state, bucket).then(timed)

@@ -23,7 +23,6 @@ _lock = threading.Lock()
 _job = None
 _stop_signal = None  # the number of the first stop signal received, or None
 _comm = None  # the primus.comm communicator that agrees on stops (world size > 1)
-_stop_agreed = None  # the ranks' stop votes summed with a step's gradients (primus.ddp), or None
 
 
 class Job:
@@ -219,10 +218,7 @@ def _sample_count(samples):
 def should_stop(samples=None):
     """True on every rank at the same step once any rank received a stop signal. Every rank
     calls it once per training step, after training on the step's batch: one max-allreduce of
-    a flag through primus.comm (nothing in a world of one). Under primus.ddp the ranks' votes
-    travel with the step's gradients instead (its hook adds one element to the first bucket),
-    and should_stop() reads their sum: a signal that arrives after this rank's backward pass
-    is acted on one step later, on every rank alike.
+    a flag through primus.comm (nothing in a world of one).
 
     `samples`: the number of samples (records) this rank trained on in the step, for the
     monitor's throughput, when the batches do not come from primus.data (which counts its own
@@ -243,10 +239,6 @@ def should_stop(samples=None):
         return _control.data_stop_saved()
     if job.world_size == 1:
         return bool(local)
-    agreed = _take_stop_agreed()
-    if agreed is not None:
-        _control.agreement_waited(0.0)
-        return agreed
     import numpy as np
 
     flag = np.array([local], dtype=np.int32)
@@ -255,26 +247,6 @@ def should_stop(samples=None):
     comm.allreduce(flag, op="max")
     _control.agreement_waited(time.perf_counter() - started)
     return bool(flag[0])
-
-
-def stop_vote():
-    """1 when this rank received a stop signal, else 0: its vote, which primus.ddp's hook sends
-    with the step's first gradient bucket."""
-    return 1 if _stop_signal is not None else 0
-
-
-def stop_agreed(votes):
-    """primus.ddp's hook: `votes`, a one-element tensor, is the sum of every rank's vote (each
-    divided by the world size) all-reduced with this step's gradients."""
-    global _stop_agreed
-    _stop_agreed = votes
-
-
-def _take_stop_agreed():
-    """The agreement that arrived with the gradients since the last should_stop(), once."""
-    global _stop_agreed
-    votes, _stop_agreed = _stop_agreed, None
-    return None if votes is None else bool(votes.item() > 0)
 
 
 def agree(ok):

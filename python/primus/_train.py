@@ -179,8 +179,7 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
       that verifies, exactly where it stopped.
     - `log_every`: primus.log(step, loss=..., samples_per_second=...) every so many steps (rank
       0's; 0: never). `num_workers`: DataLoader worker processes that read and decode.
-      `on_step(info)`: called after every step (after its checkpoint, if any, was started;
-      before the ranks agree whether to stop) with a StepInfo.
+      `on_step(info)`: called after every step with a StepInfo.
     - On a stop (preemption, time limit, primus-launch stop) every rank saves the same step and
       train() raises SystemExit(primus.EXIT_PREEMPTED), which is what primus-launch and Slurm's
       RequeueExit expect; exit_on_stop=False returns the result with stopped=True instead.
@@ -286,6 +285,8 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
             step += 1
             ran += 1
             window_steps += 1
+            if on_step is not None:
+                on_step(StepInfo(step, epoch.epoch, loss.detach(), len(inputs)))
             if log_every and step % log_every == 0:
                 now = time.perf_counter()
                 rate = window_steps * ds.global_batch_size / max(now - window_start, 1e-9)
@@ -295,8 +296,6 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
                 commit()
             if checkpoint_every and step % checkpoint_every == 0:
                 save(step, blocking=False)
-            if on_step is not None:
-                on_step(StepInfo(step, epoch.epoch, loss.detach(), len(inputs)))
             if primus.should_stop():
                 if saved_step != step:
                     save(step, blocking=True)

@@ -51,12 +51,12 @@ def test_the_uninterrupted_cnn_job_reads_every_record_once_per_epoch(reference):
 def test_preempted_while_a_checkpoint_is_written_it_resumes_bitwise_equal(
         testbed, prefix, dataset, reference):
     """The step-10 checkpoint takes 4 s longer to write (in the background), and rank 0 waits
-    after step 10, its checkpoint started: the preemption comes while that write is in flight. The stop at step 11
+    after step 11: the preemption comes while that write is in flight. The stop at step 11
     commits step 10 first, then saves step 11, within GraceTime."""
     run = CnnJob(testbed, prefix, "cnn-preempt-writing", dataset)
     run.submit(sbatch="-p low --requeue", env="SLOW_WRITE=4 PAUSE_AT=11")
     try:
-        run.wait_step(10)
+        run.wait_step(11)
         assert run.checkpoint_started(10)
         preempt(testbed, run)
         start_again(testbed, run)
@@ -116,7 +116,7 @@ def test_preempted_at_a_step_that_is_no_checkpoint_step_it_saves_there(
     run = CnnJob(testbed, prefix, "cnn-preempt-between", dataset)
     run.submit(sbatch="-p low --requeue", env="PAUSE_AT=17")
     try:
-        run.wait_step(16)
+        run.wait_step(17)
         preempt(testbed, run)
         start_again(testbed, run)
         assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
@@ -150,7 +150,7 @@ def test_a_requeued_job_given_fewer_nodes_finishes_reading_every_record_once(
     run = CnnJob(testbed, prefix, "cnn-fewer-nodes", dataset)
     run.submit(sbatch="-p low --requeue", env="PAUSE_AT=14")
     try:
-        run.wait_step(13)
+        run.wait_step(14)
         preempt(testbed, run)
         testbed.root_cmd(["scontrol", "update", f"JobId={run.job}", "NumNodes=2",
                           "NumTasks=4"])

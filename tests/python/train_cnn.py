@@ -6,14 +6,12 @@ OUT=FILE: at the end rank 0 writes the final parameters, buffers and optimizer s
 TRACE=DIR: every rank appends one JSON line per step to DIR/rank-R.jsonl: the run (TRACE_RUN,
 SLURM_RESTART_COUNT, PRIMUS_LAUNCH_RESTARTS), its resume step, the step, the epoch and the
 numbers of the records it trained on (from the records themselves, not from the plan).
-STOP_AT=S: after step S-1 (its checkpoint started) rank 0 sends SIGTERM to its parent
-(primus-launch, as a preemption would reach it) and waits until the signal comes back: every
-rank has it before step S's backward pass, where primus.ddp's ranks vote, so the job stops at
-step S. STEP_SLEEP=seconds per step. PROGRESS=FILE: rank 0 writes its step there. FAIL_AT=S,
-FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3 after step S, once. IGNORE_STOP=1: the ranks
-ignore the stop signals (until SIGKILL). PAUSE_AT=S: in the job's first run, rank 0 waits after
-step S-1 until a stop signal arrives (up to 2 minutes), so that a preemption sent meanwhile
-stops the job at step S.
+STOP_AT=S: after step S rank 0 sends SIGTERM to its parent (primus-launch, as a preemption would
+reach it) and waits until the signal comes back. STEP_SLEEP=seconds per step. PROGRESS=FILE:
+rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
+after step S, once. IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
+PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
+to 2 minutes), so that a preemption sent meanwhile stops the job at step S.
 CKPT_EVENTS=FILE: rank 0 appends 'started STEP' when it starts a checkpoint. SLOW_WRITE=seconds:
 every rank's file of an asynchronous checkpoint takes that much longer to write (in the
 background), so that a stop can be sent while a save is in flight.
@@ -114,14 +112,13 @@ def main():
                 Path(fail_marker).touch()
             print(f"rank {job.rank}: failing at step {info.step}", flush=True)
             os._exit(3)
-        if info.step == pause_at - 1 and job.rank == 0 and resume is None:
-            # The others wait for rank 0 in the next step's gradient all-reduce, which carries
-            # the stop votes: the stop lands at step PAUSE_AT.
+        if info.step == pause_at and job.rank == 0 and resume is None:
+            # The others wait for rank 0 in should_stop(): the stop lands at this very step.
             for _ in range(1200):
                 if primus.stop_requested():
                     break
                 time.sleep(0.1)
-        if info.step == stop_at - 1 and job.rank == 0 and not primus.stop_requested():
+        if info.step == stop_at and job.rank == 0 and not primus.stop_requested():
             os.kill(os.getppid(), signal.SIGTERM)
             for _ in range(500):
                 if primus.stop_requested():
