@@ -36,7 +36,6 @@ _TREE = "primus.tree"
 _META = "primus.meta"
 
 _in_flight = None  # at most one PendingSave per process
-_pruning = None  # rank 0's retention after an asynchronous save's commit, run in the background
 _saved = False  # whether this process has saved (load() then loads the newest, not the start)
 _lock = threading.Lock()
 # Host copies of the last asynchronous save, reused by the next one: memory holds at most one
@@ -119,37 +118,9 @@ def release_staging():
 
 
 def wait():
-    """Finishes the save in flight, if any (returns its directory, or None), and its retention."""
+    """Finishes the save in flight, if any (returns its directory, or None)."""
     pending = _in_flight
-    try:
-        return pending.wait() if pending is not None else None
-    finally:
-        _finish_pruning()
-
-
-def _prune_in_background(root, step, keep_last, keep_every):
-    """Retention after an asynchronous save's commit, off the training thread (rank 0 prunes
-    while the other ranks train on, instead of making them wait for it at the next step). A
-    failure leaves old checkpoints behind and is warned about; the commit stands."""
-    global _pruning
-
-    def prune():
-        try:
-            _ckpt.prune(root, keep_last, keep_every)
-        except Exception as e:  # noqa: BLE001 (reported, the checkpoint is committed)
-            warnings.warn(f"primus.checkpoint: removing checkpoints older than step {step} "
-                          f"under {root} failed: {e}", RuntimeWarning, stacklevel=1)
-
-    _finish_pruning()
-    _pruning = threading.Thread(target=prune, name="primus-checkpoint-prune", daemon=True)
-    _pruning.start()
-
-
-def _finish_pruning():
-    global _pruning
-    thread, _pruning = _pruning, None
-    if thread is not None:
-        thread.join()
+    return pending.wait() if pending is not None else None
 
 
 def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=None, epoch=None,
@@ -162,9 +133,7 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     thread and returns a PendingSave; the commit happens at its wait() (or at the next save,
     which waits for it). At most one save is in flight, and its host copies are reused by the
     next asynchronous save: memory holds at most one copy of the state (release_staging()).
-    keep_last / keep_every: retention after the commit (rank 0; after an asynchronous save in
-    the background, joined by the next save or wait(), a failure only warned about); LATEST is
-    never removed.
+    keep_last / keep_every: retention after the commit (rank 0); LATEST is never removed.
     compress: 0 (off, the default) or ISA-L igzip's level 1 to 3, stored as HDF5's standard
     deflate (h5py and h5dump read it). chunk_bytes: the target size of one HDF5 chunk.
     Returns the committed directory (blocking) or the PendingSave."""
@@ -172,7 +141,6 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     _saved = True
     if _in_flight is not None:
         _in_flight.wait()
-    _finish_pruning()
     root = _env.checkpoint_dir(dir)
     rank, world_size = _env.rank_and_world(rank, world_size)
     if not isinstance(step, int) or step < 0:
@@ -221,10 +189,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
             try:
                 committed, _ = _ckpt.commit(root, step, world_size)
                 _control.event("checkpoint-committed", step=int(step), path=str(committed))
-                if keep_last is not None and blocking:
+                if keep_last is not None:
                     _ckpt.prune(root, keep_last, keep_every)
-                elif keep_last is not None:
-                    _prune_in_background(root, step, keep_last, keep_every)
             except BaseException as e:  # every rank must learn that the commit failed
                 commit_error = e
         if not agree_fn(commit_error is None):

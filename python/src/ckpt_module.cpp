@@ -200,7 +200,7 @@ PYBIND11_MODULE(_ckpt, m) {
   m.def(
       "prune",
       [](const std::string& root, std::size_t keep_last, std::int64_t keep_every) {
-        // Without the GIL: primus.checkpoint prunes in a thread of its own beside training.
+        // Without the GIL: other Python threads (a background checkpoint write) run meanwhile.
         const auto paths = [&] {
           py::gil_scoped_release release;
           return primus::ckpt::prune(root, keep_last, keep_every);

@@ -185,24 +185,6 @@ def test_retention_keeps_the_newest(tmp_path):
         "step-000000000003", "step-000000000004"]
 
 
-def test_retention_after_asynchronous_saves_runs_beside_training_and_is_joined(tmp_path):
-    """After an asynchronous save's commit, rank 0 prunes in a thread of its own; the next save
-    and wait() join it, so that retention is done when they return."""
-    names = []
-    for step in (1, 2, 3, 4, 5):
-        pending = checkpoint.save({"w": np.full(2, float(step))}, step, dir=tmp_path,
-                                  keep_last=2, blocking=False)
-        assert pending.wait().endswith(f"step-{step:012d}")
-        names.append(sorted(p.name for p in tmp_path.glob("step-*")))
-    checkpoint.wait()
-    assert checkpoint._pruning is None
-    assert sorted(p.name for p in tmp_path.glob("step-*")) == [
-        "step-000000000004", "step-000000000005"]
-    # Each save started with its predecessors' retention done: at most 3 steps were ever there.
-    assert max(len(n) for n in names) <= 3, names
-    assert np.array_equal(checkpoint.load(tmp_path).state["w"], np.full(2, 5.0))
-
-
 def test_h5py_and_h5dump_read_what_primus_wrote(tmp_path):
     h5py = pytest.importorskip("h5py")
     values = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
