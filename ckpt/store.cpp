@@ -266,7 +266,7 @@ std::vector<std::int64_t> steps_to_prune(std::vector<std::int64_t> steps, std::s
 }
 
 PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
-                     std::int64_t keep_every) {
+                     std::int64_t keep_every, std::optional<std::int64_t> known_good) {
   const std::vector<StepEntry> steps = list_steps(root);
   std::vector<std::int64_t> numbers;
   for (const StepEntry& entry : steps)
@@ -275,7 +275,7 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
   // one): whatever retention says, a good checkpoint stays.
   std::optional<std::int64_t> newest_valid;
   for (const StepEntry& entry : steps) {
-    if (verify_problems(entry.dir, Verify::kQuick).empty()) {
+    if (entry.step == known_good || verify_problems(entry.dir, Verify::kQuick).empty()) {
       newest_valid = entry.step;
       break;
     }
@@ -307,8 +307,9 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
 }
 
 std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
-                                         std::int64_t keep_every) {
-  const PrunePlan plan = prune_plan(root, keep_last, keep_every);
+                                         std::int64_t keep_every,
+                                         std::optional<std::int64_t> known_good) {
+  const PrunePlan plan = prune_plan(root, keep_last, keep_every, known_good);
   if (plan.remove.empty()) return plan.remove;
   // Every entry to remove is in the root: removed through the root's descriptor.
   const os::UniqueFd root_fd = fs::open_directory(root);

@@ -218,7 +218,9 @@ def _sample_count(samples):
 def should_stop(samples=None):
     """True on every rank at the same step once any rank received a stop signal. Every rank
     calls it once per training step, after training on the step's batch: one max-allreduce of
-    a flag through primus.comm (nothing in a world of one).
+    a few flags through primus.comm (nothing in a world of one). The same all-reduce commits an
+    asynchronous checkpoint.save() once every rank has written its file: no other collective
+    is needed for it (a failed write or commit raises here, on every rank).
 
     `samples`: the number of samples (records) this rank trained on in the step, for the
     monitor's throughput, when the batches do not come from primus.data (which counts its own
@@ -237,16 +239,21 @@ def should_stop(samples=None):
     _gpu.note_device()
     if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
         return _control.data_stop_saved()
+    from . import checkpoint
+
     if job.world_size == 1:
+        checkpoint._agreed(*checkpoint._vote_flags())
         return bool(local)
     import numpy as np
 
-    flag = np.array([local], dtype=np.int32)
+    flags = np.array([local, *checkpoint._vote_flags()], dtype=np.int32)
     comm = _communicator()
     started = time.perf_counter()
-    comm.allreduce(flag, op="max")
-    _control.agreement_waited(time.perf_counter() - started)
-    return bool(flag[0])
+    comm.allreduce(flags, op="max")
+    ended = time.perf_counter()
+    _control.agreement_waited(ended - started, ended)
+    checkpoint._agreed(*(int(flag) for flag in flags[1:]))
+    return bool(flags[0])
 
 
 def agree(ok):

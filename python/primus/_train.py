@@ -127,19 +127,6 @@ def _collate(batch, device):
     return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
 
 
-def _everyone(ok, world_size, device):
-    """True on every rank only when every rank passed True (one min-allreduce)."""
-    if world_size == 1:
-        return ok
-    import torch
-    import torch.distributed as dist
-
-    flag = torch.tensor([1 if ok else 0], dtype=torch.int32,
-                        device=device if dist.get_backend() == "nccl" else "cpu")
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
-
-
 def _seed_of(seed, rank):
     # A generator per rank (different dropout masks on every rank, the same run after run).
     return (int(seed) * 1_000_003 + 7919 * (rank + 1)) % (1 << 63)
@@ -292,7 +279,7 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
                 rate = window_steps * ds.global_batch_size / max(now - window_start, 1e-9)
                 primus.log(step, loss=float(loss), samples_per_second=rate)
                 window_start, window_steps = now, 0
-            if pending is not None and _everyone(pending.done(), job.world_size, job.device):
+            if pending is not None and pending.committed():  # by should_stop() (below)
                 commit()
             if checkpoint_every and step % checkpoint_every == 0:
                 save(step, blocking=False)

@@ -152,6 +152,19 @@ def _as_array(value, path):
     return array, dtype, kind, torch_dtype, copied
 
 
+_TORCH_DTYPES = {}  # torch dtype -> (stored dtype name, torch dtype name)
+
+
+def _torch_dtype_names(tensor, path):
+    """What the tree records of a torch tensor's dtype, without converting the tensor (for the
+    replicated tensors a rank other than their owner does not write)."""
+    names = _TORCH_DTYPES.get(tensor.dtype)
+    if names is None:
+        _, dtype, _, torch_dtype, _ = _as_array(_torch().empty(0, dtype=tensor.dtype), path)
+        names = _TORCH_DTYPES[tensor.dtype] = (dtype, torch_dtype)
+    return names
+
+
 def flatten(state, rank, owner, copy=False, staging=None):
     """(tree, leaves): the JSON-able structure and the tensors this rank writes. With copy, the
     tensors are copied (into the reusable buffers of `staging`, a dict, when given)."""
@@ -185,6 +198,10 @@ def flatten(state, rank, owner, copy=False, staging=None):
         if isinstance(value, (list, tuple)):
             kind = "list" if isinstance(value, list) else "tuple"
             return {"t": kind, "items": [walk(v, path + [str(i)]) for i, v in enumerate(value)]}
+        if rank != owner and _is_torch_tensor(value):  # replicated, written by the owner
+            dtype, torch_dtype = _torch_dtype_names(value, where)
+            return {"t": "tensor", "kind": "torch", "dtype": dtype, "torch_dtype": torch_dtype,
+                    "layout": "replicated", "name": name_of(path)}
         if isinstance(value, (Shard, PerRank)) or isinstance(value, np.ndarray) \
                 or isinstance(value, np.generic) or _is_torch_tensor(value):
             inner = value.tensor if isinstance(value, (Shard, PerRank)) else value

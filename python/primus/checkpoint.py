@@ -13,6 +13,10 @@ offset) and a per-rank tensor in PerRank(tensor). A save becomes visible only wh
 wrote its file and rank 0 committed: `agree(ok)` must return True on every rank only when all
 ranks passed True (the default uses torch.distributed when it is initialized, else primus.comm
 after primus.init()).
+
+An asynchronous save (blocking=False) with the default agreement is also committed by
+primus.should_stop(): its all-reduce carries whether every rank has finished writing, and the
+first should_stop() after the last rank finished commits it, with no collective of its own.
 """
 
 import concurrent.futures
@@ -36,6 +40,9 @@ _TREE = "primus.tree"
 _META = "primus.meta"
 
 _in_flight = None  # at most one PendingSave per process
+# Rank 0's error from committing a save that should_stop() agreed on; the next should_stop()
+# (or save()) makes every rank raise it.
+_commit_failure = None
 _saved = False  # whether this process has saved (load() then loads the newest, not the start)
 _lock = threading.Lock()
 # Host copies of the last asynchronous save, reused by the next one: memory holds at most one
@@ -71,10 +78,12 @@ def _default_agree(world_size):
 
 class PendingSave:
     """A save whose rank file is being written in the background. wait() joins it, agrees with
-    the other ranks and commits; it returns the committed directory."""
+    the other ranks and commits; it returns the committed directory. primus.should_stop()
+    commits it too, once every rank has written its file (committed() tells)."""
 
-    def __init__(self, job, agree, commit):
+    def __init__(self, job, agree, commit, by_should_stop):
         self._agree, self._commit = agree, commit
+        self._by_should_stop = by_should_stop  # should_stop() may commit it (_agreed())
         self._error = None
         self._result = None
         self._done = False
@@ -89,10 +98,20 @@ class PendingSave:
         self._thread.start()
 
     def done(self):
-        """Whether the background write has finished (the commit still needs wait())."""
+        """Whether the background write has finished (the commit still needs wait(), or a
+        should_stop() after every rank finished)."""
         return not self._thread.is_alive()
 
+    def committed(self):
+        """Whether wait() or should_stop() has committed it (or found that it failed)."""
+        return self._done
+
     def wait(self):
+        """Joins the write, agrees with the other ranks and commits (every rank calls it);
+        returns the committed directory on rank 0, None on the others."""
+        return self._finish(self._agree, confirm=True)
+
+    def _finish(self, agree, confirm):
         global _in_flight
         if self._done:
             if isinstance(self._result, BaseException):
@@ -104,11 +123,57 @@ class PendingSave:
             if _in_flight is self:
                 _in_flight = None
         try:
-            self._result = self._commit(self._agree, self._error)
+            self._result = self._commit(agree, self._error, confirm)
+        except CommitFailure as failure:
+            self._result = failure.error
+            raise
         except BaseException as error:
             self._result = error
             raise
         return self._result
+
+
+def _vote_flags():
+    """What this rank says in should_stop()'s all-reduce about the save in flight: [writing
+    (its file is not written yet), failed (writing it failed), commit_failed (rank 0: the last
+    commit that should_stop() made failed)]. The ranks' maximum goes to _agreed()."""
+    pending = _in_flight
+    writing = failed = 0
+    if pending is not None and pending._by_should_stop:
+        if pending.done():
+            failed = int(pending._error is not None)
+        else:
+            writing = 1
+    return [writing, failed, int(_commit_failure is not None)]
+
+
+def _agreed(writing, failed, commit_failed):
+    """After should_stop()'s all-reduce of _vote_flags() (the maximum over the ranks): raises on
+    every rank once rank 0 reported a failed commit; commits the save in flight once no rank is
+    writing it (every rank saved the same step and holds it in flight: saves are collective, and
+    so is this commit). Rank 0 commits with no second agreement: a failure is its own error
+    here, and every rank's at the next should_stop() or save()."""
+    global _commit_failure
+    if commit_failed:
+        error, _commit_failure = _commit_failure, None
+        if error is None:
+            error = CheckpointError("rank 0 could not commit the last checkpoint; see its error")
+        raise error
+    pending = _in_flight
+    if pending is None or not pending._by_should_stop or writing:
+        return
+    try:
+        pending._finish(lambda ok: not failed, confirm=False)
+    except CommitFailure as failure:  # rank 0: the others learn of it at the next agreement
+        _commit_failure = failure.error
+
+
+class CommitFailure(Exception):
+    """Rank 0's commit failed where no agreement follows (should_stop()'s commit)."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
 
 
 def release_staging():
@@ -137,10 +202,11 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     compress: 0 (off, the default) or ISA-L igzip's level 1 to 3, stored as HDF5's standard
     deflate (h5py and h5dump read it). chunk_bytes: the target size of one HDF5 chunk.
     Returns the committed directory (blocking) or the PendingSave."""
-    global _in_flight, _saved
+    global _in_flight, _saved, _commit_failure
     _saved = True
     if _in_flight is not None:
         _in_flight.wait()
+    by_should_stop = not blocking and agree is None and rank is None and world_size is None
     root = _env.checkpoint_dir(dir)
     rank, world_size = _env.rank_and_world(rank, world_size)
     if not isinstance(step, int) or step < 0:
@@ -153,6 +219,8 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     # From here on every failure on this rank reaches the others through agree(), so that no
     # rank waits for one that gave up.
     prepare_error = None
+    if _commit_failure is not None:  # rank 0's last commit failed: every rank hears it below
+        prepare_error, _commit_failure = _commit_failure, None
     try:
         tree, leaves = flatten(state, rank, owner, copy=not blocking,
                                staging=None if blocking else _staging)
@@ -178,7 +246,7 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
                 writer.set_string(key, value)
         writer.finish()
 
-    def commit(agree_fn, error):
+    def commit(agree_fn, error, confirm=True):
         if not agree_fn(error is None):
             if error is not None:
                 raise error
@@ -190,9 +258,14 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
                 committed, _ = _ckpt.commit(root, step, world_size)
                 _control.event("checkpoint-committed", step=int(step), path=str(committed))
                 if keep_last is not None:
-                    _ckpt.prune(root, keep_last, keep_every)
+                    # The step just committed verifies: prune need not open its files again.
+                    _ckpt.prune(root, keep_last, keep_every, known_good=step)
             except BaseException as e:  # every rank must learn that the commit failed
                 commit_error = e
+        if not confirm:
+            if commit_error is not None:
+                raise CommitFailure(commit_error)
+            return committed
         if not agree_fn(commit_error is None):
             if commit_error is not None:
                 raise commit_error
@@ -206,7 +279,7 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
         except Exception as e:  # the other ranks must hear of it through agree()
             error = e
         return commit(agree, error)
-    pending = PendingSave(write, agree, commit)
+    pending = PendingSave(write, agree, commit, by_should_stop)
     with _lock:
         _in_flight = pending
     return pending

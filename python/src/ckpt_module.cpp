@@ -199,16 +199,18 @@ PYBIND11_MODULE(_ckpt, m) {
   m.def("read_latest", [](const std::string& root) { return primus::ckpt::read_latest(root); });
   m.def(
       "prune",
-      [](const std::string& root, std::size_t keep_last, std::int64_t keep_every) {
+      [](const std::string& root, std::size_t keep_last, std::int64_t keep_every,
+         std::optional<std::int64_t> known_good) {
         // Without the GIL: other Python threads (a background checkpoint write) run meanwhile.
         const auto paths = [&] {
           py::gil_scoped_release release;
-          return primus::ckpt::prune(root, keep_last, keep_every);
+          return primus::ckpt::prune(root, keep_last, keep_every, known_good);
         }();
         std::vector<std::string> removed;
         for (const auto& path : paths)
           removed.push_back(path.string());
         return removed;
       },
-      py::arg("root"), py::arg("keep_last"), py::arg("keep_every") = 0);
+      py::arg("root"), py::arg("keep_last"), py::arg("keep_every") = 0,
+      py::arg("known_good") = py::none());
 }

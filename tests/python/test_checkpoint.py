@@ -322,3 +322,23 @@ def test_numpy_scalars_come_back_as_saved_while_other_reads_are_in_flight(tmp_pa
                  if k.startswith("s") and v != state[k]}
         assert not wrong, f"scalars read back wrong: {wrong}"
         assert all(isinstance(restored.state[f"s{i}"], np.float32) for i in range(64))
+
+
+def test_every_rank_records_the_same_tree_whether_or_not_it_writes_the_tensors():
+    """A rank other than the owner describes a replicated torch tensor from its dtype alone,
+    without converting it: its tree must still be the owner's, node for node (a loading rank
+    reads its own file's tree), for every dtype, bfloat16 and non-contiguous tensors included;
+    a dtype that cannot be checkpointed is refused on every rank."""
+    torch = pytest.importorskip("torch")
+    from primus import _tree
+
+    state = {"w": torch.randn(3, 4).t(), "b": torch.zeros(2, dtype=torch.bfloat16),
+             "n": torch.tensor(7), "mask": torch.ones(2, dtype=torch.bool),
+             "h": torch.ones(1, dtype=torch.float16), "step": 3, "list": [torch.arange(3)]}
+    owner_tree, owner_leaves = _tree.flatten(state, 0, 0)
+    other_tree, other_leaves = _tree.flatten(state, 1, 0)
+    assert other_tree == owner_tree
+    assert len(owner_leaves) == 6 and other_leaves == []
+    for rank in (0, 1):
+        with pytest.raises(TypeError, match=r"z: dtype .*cannot be checkpointed"):
+            _tree.flatten({"z": torch.zeros(2, dtype=torch.complex64)}, rank, 0)

@@ -335,3 +335,89 @@ def test_an_uncaught_exception_is_reported_with_its_type_message_and_place(tmp_p
     assert (f"primus-launch: rank 1 raised ValueError: the loss is nan ({script}:5 in train)"
             in result.stderr), result.stderr
     assert "rank 1 on " in result.stderr and "failed first: exit status 1" in result.stderr
+
+
+FOLDED_SAVE = """
+import json, sys, time
+import numpy as np
+import primus
+from primus import _ckpt, _runtime, checkpoint
+
+job = primus.init(torch=False)
+mode = sys.argv[1] if len(sys.argv) > 1 else "{mode}"
+real_writer, real_commit = _ckpt.RankWriter, _ckpt.commit
+
+
+class Writer:  # rank 1 writes slowly; in 'write-fails' rank 2's write fails
+    def __init__(self, *args):
+        self._writer = real_writer(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._writer, name)
+
+    def finish(self):
+        if job.rank == 1:
+            time.sleep(0.5)
+        if mode == "write-fails" and job.rank == 2:
+            raise OSError("no space left on the test's device")
+        return self._writer.finish()
+
+
+def failing_commit(*args):
+    raise checkpoint.CheckpointError("the test's commit fails")
+
+
+def no_agreement(ok):
+    raise AssertionError("the save agreed on its own")
+
+
+_ckpt.RankWriter = Writer
+if mode == "commit-fails":
+    _ckpt.commit = failing_commit
+_runtime.agree = no_agreement
+pending = checkpoint.save({{"x": np.arange(4) + job.rank}}, 5, blocking=False)
+calls, error = 0, None
+try:
+    while not pending.committed():
+        primus.should_stop()
+        calls += 1
+        if calls > 500:
+            break
+        time.sleep(0.01)
+    if mode == "commit-fails":
+        primus.should_stop()
+        calls += 1
+except Exception as e:
+    error = f"{{type(e).__name__}}: {{e}}"
+print(json.dumps({{"calls": calls, "error": error, "latest": checkpoint.latest_step()}}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["ok", "write-fails", "commit-fails"])
+def test_should_stop_commits_an_asynchronous_save_once_every_rank_wrote_it(tmp_path, mode):
+    """Three ranks save step 5 asynchronously (rank 1's write takes 0.5 s) and call only
+    should_stop() until the save is committed; the save's own agreement is replaced by one that
+    fails the test: should_stop()'s all-reduce commits it on every rank at the same call, after
+    several calls. A failed write (rank 2) raises there on every rank and commits nothing; a
+    failed commit (rank 0) raises at the next should_stop() on every rank."""
+    results = plain_ranks(3, FOLDED_SAVE.format(mode=mode),
+                          lambda rank: {"PRIMUS_CKPT_DIR": str(tmp_path / "ckpt")})
+    reports = []
+    for code, out, err in results:
+        assert code == 0, err
+        reports.append(json.loads(out.splitlines()[-1]))
+    calls = {r["calls"] for r in reports}
+    assert len(calls) == 1 and calls.pop() > 2, reports
+    errors = [r["error"] for r in reports]
+    if mode == "ok":
+        assert errors == [None] * 3, reports
+        assert [r["latest"] for r in reports] == [5] * 3
+    elif mode == "write-fails":
+        assert errors[2] == "OSError: no space left on the test's device", reports
+        assert all("another rank failed to write its file" in e for e in errors[:2]), reports
+        assert [r["latest"] for r in reports] == [None] * 3
+    else:
+        assert errors[0] == "CheckpointError: the test's commit fails", reports
+        assert all(e == "CheckpointError: rank 0 could not commit the last checkpoint; see "
+                   "its error" for e in errors[1:]), reports
+        assert [r["latest"] for r in reports] == [None] * 3

@@ -470,6 +470,13 @@ TEST(CkptFiles, PruneNeverRemovesTheNewestCheckpointThatVerifies) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "step-000000000020"));  // LATEST's
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "step-000000000010"));  // the good one
   EXPECT_EQ(load_latest(dir.path())->checkpoint.step(), 10);
+  // Named as known good (what the committer passes for the step it just committed), step 20
+  // is not opened again: it counts as the newest that verifies, and step 10 goes.
+  const PrunePlan trusting = prune_plan(dir.path(), 1, 0, 20);
+  EXPECT_FALSE(trusting.spared);
+  ASSERT_EQ(trusting.remove.size(), 1U);
+  EXPECT_EQ(trusting.remove[0], dir.path() / "step-000000000010");
+  EXPECT_EQ(prune_plan(dir.path(), 1, 0, 10).remove.size(), 0U);  // 20 is not known: 10 stays
 }
 
 TEST(CkptFiles, AnAsyncSaveCopiesFirstWritesInTheBackgroundAndCommitsLater) {

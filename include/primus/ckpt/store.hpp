@@ -41,16 +41,20 @@ std::vector<std::int64_t> steps_to_prune(std::vector<std::int64_t> steps, std::s
 // selects (LATEST's protected) except the newest one that passes a quick verification, which
 // is `spared` when retention alone would have removed it; then the temporary directories of
 // steps not newer than the newest committed one and the leftovers of replaced steps.
+// `known_good`: a step the caller has just committed itself (its manifest was built from its
+// rank files a moment ago), taken as verifying without opening its files again.
 struct PrunePlan {
   std::vector<std::filesystem::path> remove;
   std::optional<std::filesystem::path> spared;
 };
 PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
-                     std::int64_t keep_every = 0);
+                     std::int64_t keep_every = 0,
+                     std::optional<std::int64_t> known_good = std::nullopt);
 
 // Deletes what steps_to_prune selects and every temporary directory of a step not newer than
 // the newest committed one. Returns the removed paths.
 std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
-                                         std::int64_t keep_every = 0);
+                                         std::int64_t keep_every = 0,
+                                         std::optional<std::int64_t> known_good = std::nullopt);
 
 }  // namespace primus::ckpt
