@@ -42,7 +42,7 @@ _last_step_at = None      # time.monotonic() of the last should_stop() call
 _last_step_time = None    # time.time() of the same call
 _step_durations = collections.deque(maxlen=_WINDOW)
 _agreement_waits = collections.deque(maxlen=_WINDOW)
-_gradient_ready_at = None  # perf_counter() when primus.ddp's last gradient of the step was computed
+_gradient_wait = 0.0  # primus.ddp's first-bucket wait in the current step, added to its agreement
 _step_seconds = None      # the median step duration of the last window that had steps
 
 _beat_lock = threading.Lock()  # one heartbeat built at a time (the thread, and the goodbye's)
@@ -220,34 +220,29 @@ def resumed_at(step):
             _steps = step
 
 
-def agreement_waited(seconds, ended):
+def agreement_waited(seconds):
     """Called by should_stop() with the time its agreement (the allreduce of the stop flag)
-    took on this rank, and when it ended (time.perf_counter()).
+    took on this rank.
 
     The launcher finds late ranks from these waits. The allreduce ends on every rank once the
     last rank has joined it, so a rank waits there for the ranks that come after it: the last to
     arrive waits least, the others about as much longer as it came later. With the medians over
     a window, lateness_r = (median over the ranks of wait) - wait_r is how much later than the
-    typical rank rank r arrives, whatever the network's own share of the wait.
-
-    Under primus.ddp the ranks meet first in the gradient all-reduce, and a rank that is slow
-    before or in its backward pass makes the others wait there. The step's wait then runs from
-    the moment this rank computed its last gradient (gradient_ready()) to the end of the
-    agreement: the gradient all-reduce's wait, the optimizer step (about the same on every
-    rank, so it cancels out of the differences) and the agreement's wait."""
-    global _gradient_ready_at
+    typical rank rank r arrives, whatever the network's own share of the wait."""
+    global _gradient_wait
     with _stats_lock:
-        if _gradient_ready_at is not None and _gradient_ready_at < ended - seconds:
-            seconds = ended - _gradient_ready_at
-        _agreement_waits.append(seconds)
-        _gradient_ready_at = None
+        _agreement_waits.append(seconds + _gradient_wait)
+        _gradient_wait = 0.0
 
 
-def gradient_ready(at):
-    """Called by primus.ddp's hook on the gradient that a backward pass computes last, with
-    time.perf_counter(): where this rank's step waits for the others begins (agreement_waited)."""
-    global _gradient_ready_at
-    _gradient_ready_at = at
+def gradient_waited(seconds):
+    """Called by primus.ddp at the end of a backward pass with how long this rank waited for
+    the gradients to be all-reduced after it computed its last one. Under DDP a rank that is
+    slow before or in its backward pass makes the others wait there, not in should_stop(): the
+    two waits of a step are added."""
+    global _gradient_wait
+    with _stats_lock:
+        _gradient_wait += seconds
 
 
 def add_samples(count):

@@ -20,11 +20,12 @@ rebuilds.
 
 The gradients are all-reduced by DDP's own C++ path: no communication hook. A Python hook (what
 primus.ddp had, to time the first bucket) runs Python on gloo's threads at every step, and cost
-about 5 % of the CPU of the CNN example's steps at 8 ranks on this machine's two cores. The
-monitor instead learns when this rank computed its last gradient from a tensor hook on the
-parameter that the backward pass reaches last (the first one of the model), which runs on the
-backward pass's own thread; from there to the end of should_stop()'s agreement is how long the
-step waited for the others (docs/architecture.md, "The monitor").
+about 3 % of the CPU of the CNN example's steps at 8 ranks on this machine's two cores. The
+monitor instead times the gradient all-reduce's wait on the backward pass's own thread: a tensor
+hook on the parameter that the backward pass reaches last (the model's first) notes when this
+rank computed its last gradient, and a callback of the autograd engine, queued behind the
+reducer's own end-of-backward callback (which waits for the all-reduce), notes when the
+gradients were summed (docs/architecture.md, "The monitor").
 """
 
 _stable_class = None
@@ -107,9 +108,20 @@ def _stable_buckets_class():
 
 
 def _last_gradient_computed(grad):
-    """The step's wait for the other ranks begins here (primus._control.agreement_waited)."""
+    """Runs as the backward pass computes its last gradient. The autograd engine runs its final
+    callbacks in the order they were queued, including those queued by a callback: queued from
+    a callback, the timer's end runs after DDP's reducer queued its end of backward (whether the
+    reducer did so before this hook or after it), which waits for the gradients' all-reduce."""
     import time
+
+    import torch
 
     from . import _control
 
-    _control.gradient_ready(time.perf_counter())
+    ready = time.perf_counter()
+    engine = torch.autograd.Variable._execution_engine
+
+    def summed():
+        _control.gradient_waited(time.perf_counter() - ready)
+
+    engine.queue_callback(lambda: engine.queue_callback(summed))
