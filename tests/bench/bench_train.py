@@ -11,7 +11,10 @@ spread, the pairs' ratios (primus.train / plain; goal: the median >= 0.98) and t
 and the time the training loop is blocked per checkpoint both ways: the save call itself
 (primus.train: the slowest rank's checkpoint.save(blocking=False), which copies the state and
 returns; plain: rank 0's torch.save, which every rank waits for at the next all-reduce), and
-the extra time of the step after a checkpoint over the other steps' median (rank 0).
+the extra time of the step after a checkpoint over the other steps' median (rank 0), and the
+CPU time of all ranks per step over the same steps (every thread of every rank: on 8 ranks
+sharing 2 cores it is what a step costs, and it moves much less from run to run than the
+wall-clock rate does).
 Exits 1 when the goal is missed or a run failed. Usage: bench_train.py BUILD_DIR
 Environment: PRIMUS_BENCH_TRAIN_PAIRS (5), PRIMUS_BENCH_TRAIN_RECORDS (4096),
 PRIMUS_BENCH_TRAIN_EPOCHS (3)."""
@@ -74,6 +77,13 @@ def throughput(step_ends):
     return (len(step_ends) - 1 - first) * GLOBAL_BATCH / (step_ends[-1] - step_ends[first])
 
 
+def cpu_per_step(ranks):
+    """CPU seconds of all ranks per step, from the end of step CHECKPOINT_EVERY to the last."""
+    first = CHECKPOINT_EVERY - 1
+    return sum((r["step_cpu"][-1] - r["step_cpu"][first]) / (len(r["step_cpu"]) - 1 - first)
+               for r in ranks)
+
+
 def after_checkpoint_extra(step_ends):
     """The median duration of the steps right after a checkpoint, less the other steps'."""
     durations = {i + 1: b - a for i, (a, b) in enumerate(zip(step_ends, step_ends[1:]), 1)}
@@ -134,6 +144,7 @@ def main():
         rate = {"primus": [], "plain": []}
         blocked = {"primus": [], "plain": []}
         extra = {"primus": [], "plain": []}
+        cpu = {"primus": [], "plain": []}
         ratios = []
         for run in range(1, pairs + 1):
             got = {side: load(out, side, run, world) for side in rate}
@@ -151,6 +162,7 @@ def main():
             for side, ranks in got.items():
                 rate[side].append(throughput(ranks[0]["step_ends"]))
                 extra[side].append(after_checkpoint_extra(ranks[0]["step_ends"]))
+                cpu[side].append(cpu_per_step(ranks))
                 if side == "primus":
                     blocked[side] += [max(calls) for calls in zip(*(r["saves"] for r in ranks))]
                 else:
@@ -172,6 +184,10 @@ def main():
             print(f"# the step after a checkpoint, longer than the others' median by: "
                   f"primus.train {spread(extra['primus'], 1e3)} ms; plain "
                   f"{spread(extra['plain'], 1e3)} ms")
+            cpu_ratios = [a / b for a, b in zip(cpu["primus"], cpu["plain"])]
+            print(f"# CPU time of all ranks per step: primus.train {spread(cpu['primus'], 1e3)} "
+                  f"ms; plain {spread(cpu['plain'], 1e3)} ms; primus.train / plain "
+                  f"{spread(cpu_ratios, fmt='{:.3f}')}")
             if statistics.median(ratios) < GOAL:
                 problems.append(f"primus.train's throughput is {statistics.median(ratios):.3f} x "
                                 f"plain PyTorch's (goal >= {GOAL})")

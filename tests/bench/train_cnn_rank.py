@@ -10,8 +10,9 @@ the same TFRecord files, every rank writing what it timed to OUTDIR/SIDE-RUN-ran
                                                         DistributedSampler over the records,
                                                         rank 0 torch.save()s every 10 steps
 
-Both record the time at the end of every step, before that step's checkpoint, and how long each
-checkpoint call held the loop. Environment: EXAMPLE (examples/cnn), DATA (the files' glob),
+Both record the time at the end of every step, before that step's checkpoint, the process's CPU
+time there (every thread: gloo's and the checkpoint writer's too), and how long each checkpoint
+call held the loop. Environment: EXAMPLE (examples/cnn), DATA (the files' glob),
 EPOCHS, OUTDIR, RUN; for the plain side MASTER_ADDR and MASTER_PORT, and CKPT_DIR."""
 
 import glob
@@ -33,10 +34,10 @@ LOG_EVERY = 5
 GLOBAL_BATCH = 64
 
 
-def report(side, rank, step_ends, saves):
+def report(side, rank, step_ends, step_cpu, saves):
     out = Path(os.environ["OUTDIR"]) / f"{side}-{os.environ['RUN']}-rank-{rank}.json"
     out.write_text(json.dumps({"side": side, "rank": rank, "step_ends": step_ends,
-                               "saves": saves}))
+                               "step_cpu": step_cpu, "saves": saves}))
 
 
 def run_primus():
@@ -45,7 +46,7 @@ def run_primus():
     import train as example  # examples/cnn/train.py
 
     torch.set_num_threads(1)
-    saves, step_ends = [], []
+    saves, step_ends, step_cpu = [], [], []
     save = primus.checkpoint.save
 
     def timed_save(*args, **kwargs):
@@ -57,8 +58,12 @@ def run_primus():
 
     primus.checkpoint.save = timed_save
     os.environ["PRIMUS_DATA"] = os.environ["DATA"]
-    example.main(on_step=lambda info: step_ends.append(time.perf_counter()))
-    report("primus", primus.init().rank, step_ends, saves)
+    def on_step(info):
+        step_ends.append(time.perf_counter())
+        step_cpu.append(time.process_time())
+
+    example.main(on_step=on_step)
+    report("primus", primus.init().rank, step_ends, step_cpu, saves)
 
 
 class TFRecordFile(torch.utils.data.Dataset):
@@ -105,7 +110,7 @@ def run_plain():
                                          drop_last=True)
     torch.manual_seed(1000 + rank)
     ckpt = Path(os.environ["CKPT_DIR"])
-    saves, step_ends, step = [], [], 0
+    saves, step_ends, step_cpu, step = [], [], [], 0
     for epoch in range(int(os.environ.get("EPOCHS", "3"))):
         sampler.set_epoch(epoch)
         for images, labels in loader:
@@ -117,6 +122,7 @@ def run_plain():
             schedule.step()
             step += 1
             step_ends.append(time.perf_counter())
+            step_cpu.append(time.process_time())
             if step % LOG_EVERY == 0 and rank == 0:
                 print(f"step {step} loss {float(loss):.4f}", flush=True)
             if step % CHECKPOINT_EVERY == 0 and rank == 0:
@@ -129,7 +135,7 @@ def run_plain():
                 if old.exists():
                     old.unlink()
                 saves.append(time.perf_counter() - begin)
-    report("plain", rank, step_ends, saves)
+    report("plain", rank, step_ends, step_cpu, saves)
     dist.destroy_process_group()
 
 
