@@ -273,13 +273,12 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
     numbers.push_back(entry.step);
   // Never remove LATEST's step, nor the newest one that verifies (LATEST may name a damaged
   // one): whatever retention says, a good checkpoint stays.
-  std::optional<std::int64_t> newest_valid;
-  for (const StepEntry& entry : steps) {
-    if (entry.step == known_good || verify_problems(entry.dir, Verify::kQuick).empty()) {
-      newest_valid = entry.step;
-      break;
-    }
-  }
+  const auto verifies = [&](const StepEntry& entry) {
+    return entry.step == known_good || verify_problems(entry.dir, Verify::kQuick).empty();
+  };
+  const auto newest_good = std::find_if(steps.begin(), steps.end(), verifies);
+  const std::optional<std::int64_t> newest_valid =
+      newest_good == steps.end() ? std::nullopt : std::optional<std::int64_t>(newest_good->step);
   PrunePlan plan;
   for (const std::int64_t step :
        steps_to_prune(numbers, keep_last, keep_every, read_latest(root))) {
