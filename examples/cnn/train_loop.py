@@ -63,7 +63,8 @@ def main():
             if step % 5 == 0:
                 primus.log(step, loss=float(loss))
             if step % CHECKPOINT_EVERY == 0:
-                save(blocking=False)     # written in the background, committed at the next save
+                save(blocking=False)     # written in the background, committed by a later
+                                         # should_stop() once every rank has written it
             if primus.should_stop():     # every rank agrees on the same step
                 if step % CHECKPOINT_EVERY != 0:
                     save(blocking=True)
