@@ -26,7 +26,19 @@ hook on the parameter that the backward pass reaches last (the model's first) no
 rank computed its last gradient, and a callback of the autograd engine, queued behind the
 reducer's own end-of-backward callback (which waits for the all-reduce), notes when the
 gradients were summed (docs/architecture.md, "The monitor").
+
+The same hook casts should_stop()'s vote (primus/_ballot.py): the reducer gets a four-element
+tensor of primus's besides the model's parameters, the hook sets its gradient to this rank's
+stop and checkpoint flags, and the gradients' all-reduce sums them with the rest, so that
+should_stop() needs no all-reduce of its own. Only where reading the sum costs nothing: a model
+on the CPU (on a GPU, reading it would make the host wait for the backward pass at every step),
+without find_unused_parameters (whose reducer would take the tensor for an unused parameter)
+and without TORCH_DISTRIBUTED_DEBUG (which checks that the reducer's parameters are the
+model's). Elsewhere should_stop() keeps its own all-reduce.
 """
+
+import time
+import weakref
 
 _stable_class = None
 
@@ -58,7 +70,7 @@ def ddp(model, **kwargs):
     wrapped = _stable_buckets_class()(model, **kwargs)
     last = next((p for p in model.parameters() if p.requires_grad), None)
     if last is not None:
-        last.register_hook(_last_gradient_computed)
+        last.register_hook(_last_gradient_hook(wrapped))
     return wrapped
 
 
@@ -68,17 +80,33 @@ def _stable_buckets_class():
     if _stable_class is not None:
         return _stable_class
     import torch
+    import torch.distributed as dist
     from torch.nn.parallel.distributed import _find_tensors
 
     class StableBucketsDDP(torch.nn.parallel.DistributedDataParallel):
         _primus_rebuild_pending = True
+        _primus_ballot = None  # should_stop()'s vote among the reducer's parameters, or None
+        _primus_voting = False  # the backward pass of the last forward pass votes
+
+        def _build_params_for_reducer(self):
+            parameters, sparse = super()._build_params_for_reducer()
+            if (parameters and not self.find_unused_parameters
+                    and all(p.device.type == "cpu" for p in parameters)
+                    and dist.get_debug_level() == dist.DebugLevel.OFF):
+                self._primus_ballot = torch.zeros(4, dtype=torch.float32, requires_grad=True)
+                return [*parameters, self._primus_ballot], [*sparse, False]
+            return parameters, sparse
 
         def forward(self, *inputs, **kwargs):
-            if (self._primus_rebuild_pending and torch.is_grad_enabled()
-                    and self.require_backward_grad_sync):
+            synchronises = torch.is_grad_enabled() and self.require_backward_grad_sync
+            # The reducer waits for the ballot's gradient at every synchronising backward pass
+            # (the rehearsal's too): the hook on the first parameter casts it.
+            self._primus_voting = synchronises and self._primus_ballot is not None
+            if self._primus_rebuild_pending and synchronises:
                 self._primus_rebuild_pending = False
                 if not self.find_unused_parameters:
                     self._rehearse(inputs, kwargs)
+                    self._primus_voting = self._primus_ballot is not None
             return super().forward(*inputs, **kwargs)
 
         def _rehearse(self, inputs, kwargs):
@@ -107,21 +135,41 @@ def _stable_buckets_class():
     return _stable_class
 
 
-def _last_gradient_computed(grad):
-    """Runs as the backward pass computes its last gradient. The autograd engine runs its final
-    callbacks in the order they were queued, including those queued by a callback: queued from
-    a callback, the timer's end runs after DDP's reducer queued its end of backward (whether the
-    reducer did so before this hook or after it), which waits for the gradients' all-reduce."""
-    import time
-
+def _last_gradient_hook(wrapped):
+    """The hook on the parameter whose gradient the backward pass computes last (the model's
+    first). It runs as the backward pass reaches that parameter: it casts should_stop()'s vote
+    when this pass votes, and queues the end of the gradient wait's timer. The autograd engine
+    runs its final callbacks in the order they were queued, including those queued by a
+    callback: queued from a callback, the timer's end runs after DDP's reducer queued its end
+    of backward (whether the reducer did so before this hook or after it), which waits for the
+    gradients' all-reduce and copies the sums into the gradients, the ballot's included."""
     import torch
+    import torch.distributed as dist
 
-    from . import _control
+    from . import _ballot, _control
 
-    ready = time.perf_counter()
     engine = torch.autograd.Variable._execution_engine
+    ddp_ref = weakref.ref(wrapped)
+    world_size = dist.get_world_size(wrapped.process_group)
 
-    def summed():
-        _control.gradient_waited(time.perf_counter() - ready)
+    def hook(grad):  # noqa: ARG001 (the gradient stays as it is)
+        ready = time.perf_counter()
+        ddp = ddp_ref()
+        ballot = subject = None
+        if ddp is not None and ddp._primus_voting:
+            ddp._primus_voting = False
+            ballot = ddp._primus_ballot
+            flags, subject = _ballot.paper()
+            ballot.grad = None
+            # The ballot's own gradient accumulation runs the reducer's hook: ready to reduce.
+            torch.autograd.backward([ballot], [torch.tensor(flags, dtype=ballot.dtype)])
 
-    engine.queue_callback(lambda: engine.queue_callback(summed))
+        def summed():
+            _control.gradient_waited(time.perf_counter() - ready)
+            if ballot is not None:
+                # The reducer averaged: the ranks behind each flag are the mean times the world.
+                _ballot.counted(ballot.grad.mul(world_size).round_().tolist(), subject)
+
+        engine.queue_callback(lambda: engine.queue_callback(summed))
+
+    return hook

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import _control, _env, _gpu
+from . import _ballot, _control, _env, _gpu
 
 EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
 
@@ -217,10 +217,13 @@ def _sample_count(samples):
 
 def should_stop(samples=None):
     """True on every rank at the same step once any rank received a stop signal. Every rank
-    calls it once per training step, after training on the step's batch: one max-allreduce of
-    a few flags through primus.comm (nothing in a world of one). The same all-reduce commits an
-    asynchronous checkpoint.save() once every rank has written its file: no other collective
-    is needed for it (a failed write or commit raises here, on every rank).
+    calls it once per training step, after training on the step's batch. The ranks agree
+    through a max-allreduce of a few flags through primus.comm (nothing in a world of one), or,
+    for a model under primus.ddp on the CPU, through the step's gradient all-reduce, which
+    carries the same flags as they stood when the backward pass reached the model's first
+    parameter (a stop signal that arrives after that is agreed on at the next step). The same
+    agreement commits an asynchronous checkpoint.save() once every rank has written its file:
+    no other collective is needed for it (a failed write or commit raises here, on every rank).
 
     `samples`: the number of samples (records) this rank trained on in the step, for the
     monitor's throughput, when the batches do not come from primus.data (which counts its own
@@ -234,7 +237,6 @@ def should_stop(samples=None):
     rank saved that stop's checkpoint."""
     count = _sample_count(samples)
     job = init(torch=False) if _job is None else _job
-    local = 1 if _stop_signal is not None else 0
     _control.step_done(_stop_signal, count)
     _gpu.note_device()
     if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
@@ -242,16 +244,21 @@ def should_stop(samples=None):
     from . import checkpoint
 
     if job.world_size == 1:
-        checkpoint._agreed(*checkpoint._vote_flags())
-        return bool(local)
-    import numpy as np
+        checkpoint._agreed(*checkpoint._vote_flags(), subject=checkpoint._in_flight)
+        return _stop_signal is not None
+    counted = _ballot.take()
+    if counted is not None:  # primus.ddp's gradient all-reduce carried the vote (_ballot.py)
+        flags, subject = counted
+        _control.agreement_waited(0.0)
+    else:
+        import numpy as np
 
-    flags = np.array([local, *checkpoint._vote_flags()], dtype=np.int32)
-    comm = _communicator()
-    started = time.perf_counter()
-    comm.allreduce(flags, op="max")
-    _control.agreement_waited(time.perf_counter() - started)
-    checkpoint._agreed(*(int(flag) for flag in flags[1:]))
+        paper, subject = _ballot.paper()
+        flags = np.array(paper, dtype=np.int32)
+        started = time.perf_counter()
+        _communicator().allreduce(flags, op="max")
+        _control.agreement_waited(time.perf_counter() - started)
+    checkpoint._agreed(*(int(flag) for flag in flags[1:]), subject=subject)
     return bool(flags[0])
 
 

@@ -136,7 +136,8 @@ class PendingSave:
 def _vote_flags():
     """What this rank says in should_stop()'s all-reduce about the save in flight: [writing
     (its file is not written yet), failed (writing it failed), commit_failed (rank 0: the last
-    commit that should_stop() made failed)]. The ranks' maximum goes to _agreed()."""
+    commit that should_stop() made failed)]. Their maximum or sum over the ranks goes to
+    _agreed()."""
     pending = _in_flight
     writing = failed = 0
     if pending is not None and pending._by_should_stop:
@@ -147,12 +148,13 @@ def _vote_flags():
     return [writing, failed, int(_commit_failure is not None)]
 
 
-def _agreed(writing, failed, commit_failed):
-    """After should_stop()'s all-reduce of _vote_flags() (the maximum over the ranks): raises on
-    every rank once rank 0 reported a failed commit; commits the save in flight once no rank is
-    writing it (every rank saved the same step and holds it in flight: saves are collective, and
-    so is this commit). Rank 0 commits with no second agreement: a failure is its own error
-    here, and every rank's at the next should_stop() or save()."""
+def _agreed(writing, failed, commit_failed, subject):
+    """After should_stop()'s agreement on _vote_flags() (the maximum or the sum over the ranks;
+    `subject`: the save in flight when the flags were taken): raises on every rank once rank 0
+    reported a failed commit; commits the save in flight once no rank is writing it, if it is
+    the one the flags were about (every rank saved the same step and holds it in flight: saves
+    are collective, and so is this commit). Rank 0 commits with no second agreement: a failure
+    is its own error here, and every rank's at the next should_stop() or save()."""
     global _commit_failure
     if commit_failed:
         error, _commit_failure = _commit_failure, None
@@ -160,7 +162,7 @@ def _agreed(writing, failed, commit_failed):
             error = CheckpointError("rank 0 could not commit the last checkpoint; see its error")
         raise error
     pending = _in_flight
-    if pending is None or not pending._by_should_stop or writing:
+    if pending is None or pending is not subject or not pending._by_should_stop or writing:
         return
     try:
         pending._finish(lambda ok: not failed, confirm=False)

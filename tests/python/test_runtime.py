@@ -421,3 +421,101 @@ def test_should_stop_commits_an_asynchronous_save_once_every_rank_wrote_it(tmp_p
         assert all(e == "CheckpointError: rank 0 could not commit the last checkpoint; see "
                    "its error" for e in errors[1:]), reports
         assert [r["latest"] for r in reports] == [None] * 3
+
+
+BALLOT = """
+import json, os, signal, time
+import torch
+import primus
+from primus import _ckpt, _runtime, checkpoint
+
+job = primus.init()
+comm = _runtime._communicator()
+real_allreduce, own_allreduces = comm.allreduce, []
+
+
+def counting_allreduce(*args, **kwargs):
+    own_allreduces.append(1)
+    return real_allreduce(*args, **kwargs)
+
+
+comm.allreduce = counting_allreduce
+real_writer = _ckpt.RankWriter
+
+
+class Writer:  # rank 1 writes slowly
+    def __init__(self, *args):
+        self._writer = real_writer(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._writer, name)
+
+    def finish(self):
+        if job.rank == 1:
+            time.sleep(0.3)
+        return self._writer.finish()
+
+
+_ckpt.RankWriter = Writer
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+net = primus.ddp(model, find_unused_parameters={unused})
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(6, 4, generator=torch.Generator().manual_seed(job.rank))
+y = torch.tensor([0, 1, 0, 1, 0, 1])
+pending, committed, stopped_at = None, {{}}, None
+for step in range(1, 200):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.cross_entropy(net(x), y)
+    if step == 120 and job.rank == 2:
+        os.kill(os.getpid(), signal.SIGTERM)  # this rank alone: the others hear it in the vote
+    loss.backward()
+    optimizer.step()
+    time.sleep(0.01)
+    if step in (3, 60):
+        pending, saved = checkpoint.save({{"model": model.state_dict()}}, step,
+                                         blocking=False), step
+    stop = primus.should_stop()
+    if pending is not None and pending.committed():
+        committed[saved], pending = step, None
+    if stop:
+        stopped_at = step
+        break
+print(json.dumps({{"stopped_at": stopped_at, "own_allreduces": len(own_allreduces),
+                  "committed": committed, "latest": checkpoint.latest_step(),
+                  "model_keys": sorted(model.state_dict()), "ddp_keys": sorted(net.state_dict())}}))
+"""
+
+
+@pytest.mark.parametrize("unused", [False, True])
+def test_under_primus_ddp_should_stop_agrees_through_the_gradient_all_reduce(tmp_path, unused):
+    """Three ranks train under primus.ddp and call should_stop() after every step; rank 2 alone
+    receives SIGTERM before step 120's backward pass, and saves of steps 3 and 60 are committed
+    by should_stop() (rank 1 writes each for 0.3 s longer). On the CPU the vote rides the
+    gradients' all-reduce: not one all-reduce of should_stop()'s own, and still every rank
+    stops after step 120 and commits each save at the same step, once rank 1 finished writing
+    it. The save of step 60 starts after that step's vote, which was about no save at all: it
+    must not be committed on that vote. With find_unused_parameters=True (no vote in the
+    gradients) should_stop() all-reduces at every step, with the same outcome. The ballot is
+    no part of the model's or the DDP module's state."""
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = plain_ranks(3, BALLOT.format(unused=unused), lambda rank: {
+        "PRIMUS_CKPT_DIR": str(tmp_path / "ckpt"), "MASTER_PORT": str(port)})
+    reports = []
+    for code, out, err in results:
+        assert code == 0, err
+        reports.append(json.loads(out.splitlines()[-1]))
+    assert [r["stopped_at"] for r in reports] == [120] * 3, reports
+    assert [r["own_allreduces"] for r in reports] == [120 if unused else 0] * 3, reports
+    committed = reports[0]["committed"]
+    assert all(r["committed"] == committed for r in reports), reports
+    # 0.3 s of rank 1's writing is many 10 ms steps.
+    assert committed.keys() == {"3", "60"} and 8 < committed["3"] < 60 and \
+        65 < committed["60"] < 120, reports
+    assert [r["latest"] for r in reports] == [60] * 3, reports
+    keys = reports[0]["model_keys"]
+    assert keys == ["0.bias", "0.weight", "2.bias", "2.weight"], keys
+    assert reports[0]["ddp_keys"] == [f"module.{k}" for k in keys], reports[0]

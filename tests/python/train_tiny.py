@@ -4,8 +4,9 @@ SAVE_EVERY steps, and a stop at any step (primus.should_stop(): save, exit EXIT_
 It resumes from the newest checkpoint. At the end rank 0 writes the final parameters and
 optimizer state as hex into $OUT.
 
-STOP_AT=S: at step S, rank 0 sends SIGTERM to its parent (primus-launch), as a preemption would
-reach the launcher; the launcher forwards it to every rank.
+STOP_AT=S: at step S, before its backward pass, rank 0 sends SIGTERM to its parent
+(primus-launch), as a preemption would reach the launcher; the launcher forwards it to every
+rank, and the ranks stop after step S.
 For the testbed's scenarios: STEP_SLEEP=seconds per step; PROGRESS=FILE: rank 0 writes the
 step it reached there; FAIL_AT=S (with FAIL_RANK, default 1, and FAIL_MARKER=FILE): that rank
 exits 3 at step S once (the marker says it did); HANG_AT=S (with HANG_RANK): that rank stops
@@ -105,6 +106,15 @@ def main():
         ddp.train()
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(ddp(x[index]), y[index])
+        if step + 1 == stop_at and job.rank == 0:
+            # As a preemption reaches primus-launch; it forwards the signal to every rank. Wait
+            # for it to come back before the backward pass, which carries should_stop()'s vote
+            # under primus.ddp: the ranks stop at this very step.
+            os.kill(os.getppid(), signal.SIGTERM)
+            for _ in range(500):
+                if primus.stop_requested():
+                    break
+                time.sleep(0.01)
         loss.backward()
         optimizer.step()
         schedule.step()
@@ -121,14 +131,6 @@ def main():
         once(lambda: (print(f"rank {job.rank}: failing at step {step}", flush=True),
                       os._exit(3)), "FAIL_AT", "FAIL_RANK", "FAIL_MARKER")
         once(lambda: os.kill(os.getpid(), signal.SIGSTOP), "HANG_AT", "HANG_RANK", "HANG_MARKER")
-        if step == stop_at and job.rank == 0:
-            # As a preemption reaches primus-launch; it forwards the signal to every rank. Wait
-            # for it to come back, so that the ranks stop at this very step.
-            os.kill(os.getppid(), signal.SIGTERM)
-            for _ in range(500):
-                if primus.stop_requested():
-                    break
-                time.sleep(0.01)
         if step % SAVE_EVERY == 0:
             save(step)
         if primus.should_stop(samples=PER_RANK_BATCH):
