@@ -185,25 +185,38 @@ def flatten(state, rank, owner, copy=False, staging=None):
         names.add(name)
         return name
 
+    torch = _torch()
+    tensor_types = (torch.Tensor,) if torch is not None else ()
+
     def walk(value, path):
-        where = "/".join(path) or "<root>"
+        # The walk runs at every checkpoint over every entry of the state (an optimizer's
+        # included): the checks are ordered by how common they are, and `where` is only
+        # spelled out where it is used.
         if isinstance(value, dict):
             items = []
             for key, child in value.items():
-                if isinstance(key, bool) or not isinstance(key, (str, int)):
-                    raise TypeError(f"{where}: dict keys must be str or int, got {key!r}")
-                items.append(["i" if isinstance(key, int) else "s", key,
-                              walk(child, path + [str(key)])])
+                if isinstance(key, str):
+                    items.append(["s", key, walk(child, [*path, key])])
+                elif isinstance(key, int) and not isinstance(key, bool):
+                    items.append(["i", key, walk(child, [*path, str(key)])])
+                else:
+                    raise TypeError(f"{'/'.join(path) or '<root>'}: dict keys must be str or "
+                                    f"int, got {key!r}")
             return {"t": "dict", "items": items}
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, tensor_types):
+            if rank != owner:  # replicated, written by the owner
+                dtype, torch_dtype = _torch_dtype_names(value, "/".join(path) or "<root>")
+                return {"t": "tensor", "kind": "torch", "dtype": dtype,
+                        "torch_dtype": torch_dtype, "layout": "replicated",
+                        "name": name_of(path)}
+        elif value is None or (isinstance(value, (bool, int, float, str))
+                               and not isinstance(value, np.generic)):  # np.float64 is a float
+            return {"t": "value", "v": value}
+        elif isinstance(value, (list, tuple)):
             kind = "list" if isinstance(value, list) else "tuple"
-            return {"t": kind, "items": [walk(v, path + [str(i)]) for i, v in enumerate(value)]}
-        if rank != owner and _is_torch_tensor(value):  # replicated, written by the owner
-            dtype, torch_dtype = _torch_dtype_names(value, where)
-            return {"t": "tensor", "kind": "torch", "dtype": dtype, "torch_dtype": torch_dtype,
-                    "layout": "replicated", "name": name_of(path)}
-        if isinstance(value, (Shard, PerRank)) or isinstance(value, np.ndarray) \
-                or isinstance(value, np.generic) or _is_torch_tensor(value):
+            return {"t": kind, "items": [walk(v, [*path, str(i)]) for i, v in enumerate(value)]}
+        where = "/".join(path) or "<root>"
+        if isinstance(value, (Shard, PerRank, np.ndarray, np.generic, *tensor_types)):
             inner = value.tensor if isinstance(value, (Shard, PerRank)) else value
             array, dtype, kind, torch_dtype, copied = _as_array(inner, where)
             node = {"t": "tensor", "kind": kind, "dtype": dtype, "torch_dtype": torch_dtype}
@@ -225,8 +238,6 @@ def flatten(state, rank, owner, copy=False, staging=None):
                 if rank == owner:
                     add_leaf(Leaf(node["name"], array, dtype), where, copied)
             return node
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return {"t": "value", "v": value}
         raise TypeError(f"{where}: cannot checkpoint a {type(value).__name__} (expected dicts, "
                         "lists, tuples, numpy arrays, torch tensors, numbers, strings, None)")
 
