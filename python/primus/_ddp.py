@@ -168,7 +168,8 @@ def _last_gradient_hook(wrapped):
             _control.gradient_waited(time.perf_counter() - ready)
             if ballot is not None:
                 # The reducer averaged: the ranks behind each flag are the mean times the world.
-                _ballot.counted(ballot.grad.mul(world_size).round_().tolist(), subject)
+                _ballot.counted([round(mean * world_size) for mean in ballot.grad.tolist()],
+                                subject)
 
         engine.queue_callback(lambda: engine.queue_callback(summed))
 
