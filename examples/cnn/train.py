@@ -7,7 +7,8 @@
     sbatch preemptible.sbatch                   # on a cluster (see the sbatch files)
 
 The dataset is --primus-data when given (PRIMUS_DATA), else data/*.tfrecord beside this file;
-EPOCHS (default 3) and WORKERS (default: the job's ranks) come from the environment.
+EPOCHS (default 3), WORKERS (default: the job's ranks) and CHECKPOINT_EVERY (steps, default 10)
+come from the environment.
 """
 
 import os
@@ -37,7 +38,8 @@ def main(decode=cnn.decode, on_step=None):
         workers=int(workers) if workers else None,
         optimizer=lambda params: torch.optim.Adam(params, lr=3e-3),
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=20, gamma=0.5),
-        checkpoint_every=10, keep_last=2, log_every=5, on_step=on_step)
+        checkpoint_every=int(os.environ.get("CHECKPOINT_EVERY", "10")), keep_last=2,
+        log_every=5, on_step=on_step)
     if primus.init().rank == 0:
         print(f"finished: {result.steps} steps, {result.epochs} epochs, final loss "
               f"{result.final_loss:.4f}, {result.samples_per_second:.0f} samples/s", flush=True)

@@ -3,17 +3,18 @@ the same TFRecord files, every rank writing what it timed to OUTDIR/SIDE-RUN-ran
 
     primus-launch -- python3 train_cnn_rank.py primus    the example's train.py (primus.train:
                                                         primus.ddp, primus.data, asynchronous
-                                                        checkpoints every 10 steps, should_stop)
+                                                        checkpoints every CHECKPOINT_EVERY steps, should_stop)
     srun python3 train_cnn_rank.py plain                 the same model, optimizer, schedule,
                                                         batch and loop in plain PyTorch: env://
                                                         from Slurm's variables, DDP, a
                                                         DistributedSampler over the records,
-                                                        rank 0 torch.save()s every 10 steps
+                                                        rank 0 torch.save()s as often
 
 Both record the time at the end of every step, before that step's checkpoint, the process's CPU
 time there (every thread: gloo's and the checkpoint writer's too), and how long each checkpoint
 call held the loop. Environment: EXAMPLE (examples/cnn), DATA (the files' glob),
-EPOCHS, OUTDIR, RUN; for the plain side MASTER_ADDR and MASTER_PORT, and CKPT_DIR."""
+EPOCHS, OUTDIR, RUN, CHECKPOINT_EVERY (10); for the plain side MASTER_ADDR and MASTER_PORT, and
+CKPT_DIR."""
 
 import glob
 import json
@@ -29,7 +30,7 @@ EXAMPLE = Path(os.environ["EXAMPLE"])
 sys.path.insert(0, str(EXAMPLE))
 import cnn  # noqa: E402
 
-CHECKPOINT_EVERY = 10
+CHECKPOINT_EVERY = int(os.environ.get("CHECKPOINT_EVERY", "10"))
 LOG_EVERY = 5
 GLOBAL_BATCH = 64
 
