@@ -67,6 +67,23 @@ const std::vector<OptionSpec>& option_table() {
        "primus-launch: end the attempt when a rank's steps (or its heartbeats) stop advancing "
        "for SECONDS, naming that rank (then restart it under --primus-max-restarts). Only ranks "
        "that report through the primus package are watched."},
+      {"primus-spare-nodes", "PRIMUS_SPARE_NODES", "", "K", OptionArg::kRequired,
+       OptionScope::kUser, "", "0", validators::spare_nodes,
+       "primus-launch: run the ranks on K nodes fewer than the job holds (submit with --no-kill "
+       "and K more nodes); after a node is lost the ranks start again on a spare at the same "
+       "world size, from the newest committed checkpoint, in the same allocation. Implies "
+       "--primus-max-restarts of at least K."},
+      {"primus-elastic", "PRIMUS_ELASTIC", "", "MIN_NODES|off", OptionArg::kRequired,
+       OptionScope::kUser, "", "off", validators::elastic_nodes,
+       "primus-launch: after a node is lost and no spare is left (submit with --no-kill), start "
+       "the ranks again on the surviving nodes, at least MIN_NODES, from the newest checkpoint: "
+       "the largest node count whose rank count divides the global batch size. Every record is "
+       "still read exactly once per epoch."},
+      {"primus-exclude-after", "PRIMUS_EXCLUDE_AFTER", "", "N", OptionArg::kRequired,
+       OptionScope::kUser, "", "2", validators::exclude_after,
+       "primus-launch: keep the ranks off a node where N different ranks failed (a lost node, "
+       "a hang or a hardware error excludes it at once), in this allocation and every later one "
+       "(excluded-nodes.json in the job directory)."},
       {"primus-heartbeat-interval", "PRIMUS_HEARTBEAT_INTERVAL", "heartbeat_interval", "SECONDS",
        OptionArg::kRequired, OptionScope::kUser, "", "5", validators::seconds,
        "How often each rank reports its progress to primus-launch (0: never)."},

@@ -56,6 +56,24 @@ std::optional<std::string> exit_status(std::string_view value) {
   return "an exit status from 1 to 125 (126 and up mean a command that cannot run or a signal)";
 }
 
+std::optional<std::string> spare_nodes(std::string_view value) {
+  if (parse_unsigned(value, 1000)) return std::nullopt;
+  return "a number of spare nodes from 0 to 1000";
+}
+
+std::optional<std::string> elastic_nodes(std::string_view value) {
+  if (value == "off") return std::nullopt;
+  const auto nodes = parse_unsigned(value, 100000);
+  if (nodes && *nodes >= 1) return std::nullopt;
+  return "a number of nodes from 1 to 100000, or off";
+}
+
+std::optional<std::string> exclude_after(std::string_view value) {
+  const auto count = parse_unsigned(value, 1000);
+  if (count && *count >= 1) return std::nullopt;
+  return "a number of failed ranks from 1 to 1000";
+}
+
 std::optional<std::string> requeue_count(std::string_view value) {
   if (parse_unsigned(value, 1000)) return std::nullopt;
   return "a number of requeues from 0 to 1000";

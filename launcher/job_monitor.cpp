@@ -161,6 +161,11 @@ void JobMonitor::set_state(const std::string& state) {
   refresh();
 }
 
+void JobMonitor::set_excluded_nodes(std::vector<ExcludedNode> nodes) {
+  monitor_.set_excluded_nodes(std::move(nodes));
+  refresh();
+}
+
 void JobMonitor::tick() {
   const auto now = Clock::now();
   if (now >= next_status_) refresh();

@@ -50,6 +50,8 @@ class JobMonitor {
   // A new state of the job (running, stopping, restarting, preempted, requeued, finished,
   // failed): written at once.
   void set_state(const std::string& state);
+  // The nodes the job keeps out, with reasons (status.json's excluded_nodes); rewrites the status.
+  void set_excluded_nodes(std::vector<ExcludedNode> nodes);
   const std::string& state() const { return monitor_.state(); }
   // Call often (every second at least): what is due is done.
   void tick();

@@ -175,6 +175,7 @@ JobStatus Monitor::snapshot(double steady, double wall, const std::string& time)
   JobStatus s;
   s.time = time;
   s.job = job_;
+  s.excluded_nodes = excluded_nodes_;
   s.state = state_;
   s.allocation = allocation_;
   s.attempt = attempt_;

@@ -42,6 +42,8 @@ class Monitor {
   void start_attempt(std::uint32_t attempt, std::uint32_t world_size);
   // Restarts counted before this launcher started (earlier allocations).
   void set_earlier_restarts(std::uint32_t restarts) { earlier_restarts_ = restarts; }
+  // The nodes the job keeps out (excluded-nodes.json), for the status.
+  void set_excluded_nodes(std::vector<ExcludedNode> nodes) { excluded_nodes_ = std::move(nodes); }
   void set_state(std::string state) { state_ = std::move(state); }
   const std::string& state() const { return state_; }
   std::uint32_t attempt() const { return attempt_; }
@@ -81,6 +83,7 @@ class Monitor {
   double window_;
   std::uint32_t attempt_ = 0;
   std::uint32_t earlier_restarts_ = 0;
+  std::vector<ExcludedNode> excluded_nodes_;
   std::string state_ = "starting";
   std::map<std::uint32_t, RankState> ranks_;
   std::map<std::string, NodeState> nodes_;

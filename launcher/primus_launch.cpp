@@ -18,6 +18,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -30,10 +32,14 @@
 #include "job_dir.hpp"
 #include "job_monitor.hpp"
 #include "local_attempt.hpp"
+#include "node_exclusions.hpp"
 #include "outcome.hpp"
+#include "placement.hpp"
 #include "primus/common.hpp"
+#include "primus/common/hostlist.hpp"
 #include "primus/common/rank_env.hpp"
 #include "primus/common/slurm_step.hpp"
+#include "primus/common/tasks_per_node.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 #include "rank_process.hpp"
@@ -585,6 +591,95 @@ JobMonitorSetup monitor_setup(const ResolvedOptions& options, const Environment&
   return m;
 }
 
+// The exclusions as status.json lists them.
+std::vector<ExcludedNode> excluded_for_status(const NodeExclusions& exclusions) {
+  std::vector<ExcludedNode> nodes;
+  for (const Exclusion& e : exclusions.load())
+    nodes.push_back({e.node, e.reason});
+  return nodes;
+}
+
+// What --primus-spare-nodes, --primus-elastic and --primus-global-batch-size ask of the
+// placement.
+NodePolicy node_policy(const ResolvedOptions& options) {
+  NodePolicy policy;
+  policy.spare_nodes = option_number(options, "primus-spare-nodes", 1000);
+  const std::string elastic = options.value_or("primus-elastic", "off");
+  if (elastic != "off") policy.elastic_min = option_number(options, "primus-elastic", 100000);
+  if (const auto batch = options.get("primus-global-batch-size")) {
+    policy.global_batch = parse_unsigned(batch->value, std::uint64_t{1} << 40);
+  }
+  return policy;
+}
+
+// The nodes a hostlist names, in order; empty when it does not parse.
+std::vector<std::string> hosts_of(const std::string& list) {
+  try {
+    return Hostlist::parse(list).expand();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// Which of `suspects` slurmctld says are lost (reason by node), asked once.
+std::map<std::string, std::string> lost_among(const std::string& job,
+                                              const std::set<std::string>& suspects) {
+  std::map<std::string, std::string> lost;
+  const auto facts = query_job(job);
+  const std::vector<std::string> held =
+      facts ? hosts_of(facts->node_list) : std::vector<std::string>{};
+  for (const std::string& node : suspects) {
+    const auto record = query_node(node);
+    if (!record) continue;
+    const bool in_job =
+        !facts || held.empty() || std::find(held.begin(), held.end(), node) != held.end();
+    const NodeVerdict verdict = judge_node(*record, in_job);
+    if (verdict.lost) lost[node] = verdict.reason;
+  }
+  return lost;
+}
+
+// Whether `node`'s slurmd still starts a task of the job: a one-task step there (srun --overlap),
+// which a live node runs in well under a second and a dead one never does.
+bool node_answers(const std::string& srun, const std::string& job, const std::string& node) {
+  const CommandOutput out =
+      run_command({srun, "--jobid=" + job, "--overlap", "--mpi=none", "--nodes=1", "--ntasks=1",
+                   "--nodelist=" + node, "--quiet", "true"},
+                  std::chrono::seconds(20));
+  return out.status == 0;
+}
+
+// After an attempt in which some ranks' wrappers never reported (docs/architecture.md, "Node
+// failures"): the nodes among `suspects` that are lost, with slurmctld's reason. Asked at once;
+// then the suspects whose slurmd does not start a task are waited for, every second up to
+// `wait`, until slurmctld marks one lost (it marks a node whose slurmd fell silent DOWN after
+// SlurmdTimeout; at once when an admin sets it DOWN). Nodes that still run tasks are not lost:
+// their ranks failed (or hung) on their own.
+std::map<std::string, std::string> find_lost_nodes(const std::string& srun, const std::string& job,
+                                                   const std::set<std::string>& suspects,
+                                                   std::chrono::seconds wait) {
+  std::map<std::string, std::string> lost = lost_among(job, suspects);
+  if (!lost.empty()) return lost;
+  std::set<std::string> silent;
+  for (const std::string& node : suspects)
+    if (!node_answers(srun, job, node)) silent.insert(node);
+  if (silent.empty()) return lost;
+  std::string names;
+  for (const std::string& node : silent)
+    names += (names.empty() ? "" : ",") + node;
+  std::cerr << "primus-launch: " << names << " started no task; waiting up to " << wait.count()
+            << " s for slurmctld to say whether it is lost (SlurmdTimeout)\n";
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until) {
+    lost = lost_among(job, silent);
+    if (!lost.empty()) return lost;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::cerr << "primus-launch: slurmctld did not mark " << names
+            << " lost; taking the failure for the ranks' own\n";
+  return lost;
+}
+
 int slurm_launch(const Settings& s, const Environment& given_env, const ResolvedCommand& command) {
   const std::string job = *lookup(given_env, "SLURM_JOB_ID");
   // Run as a task of a step (srun --overlap -N1 -n1 primus-launch), the launcher starts the
@@ -648,7 +743,57 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
         "the control channel's address (this node's name; --primus-control-addr=HOST chooses "
         "one that every node of the job can reach)");
   }
-  const std::uint32_t world = slurm_world_size(env);
+  // --primus-spare-nodes and --primus-elastic: the launcher places the ranks itself, the same
+  // number on each node, on the job's nodes less the spares (and, later, less the lost and
+  // excluded nodes).
+  const NodePolicy policy = node_policy(options);
+  const bool placing = places_ranks(policy);
+  const std::vector<std::string> job_nodes = hosts_of(
+      lookup(env, "SLURM_JOB_NODELIST").value_or(lookup(env, "SLURM_NODELIST").value_or("")));
+  std::uint32_t tasks_per_node = 1;
+  if (const auto per_node = lookup(env, "SLURM_TASKS_PER_NODE")) {
+    try {
+      const TasksPerNode layout = TasksPerNode::parse(*per_node, "SLURM_TASKS_PER_NODE");
+      tasks_per_node = layout.max_tasks();
+      if (placing && layout.runs().size() != 1) {
+        throw cli::UsageError(
+            "--primus-spare-nodes and --primus-elastic need the same number of tasks on every "
+            "node, and the job has SLURM_TASKS_PER_NODE=" +
+            *per_node + " (submit with --ntasks-per-node)");
+      }
+    } catch (const cli::UsageError&) {
+      throw;
+    } catch (const std::exception&) {
+      if (placing) throw;
+    }
+  }
+  std::uint32_t rank_nodes = static_cast<std::uint32_t>(job_nodes.size());
+  if (placing) {
+    if (job_nodes.empty()) {
+      throw Error(
+          "--primus-spare-nodes/--primus-elastic: cannot read the job's nodes "
+          "(SLURM_JOB_NODELIST)");
+    }
+    if (job_nodes.size() <= policy.spare_nodes) {
+      throw cli::UsageError("--primus-spare-nodes=" + std::to_string(policy.spare_nodes) +
+                            ": the job holds " + std::to_string(job_nodes.size()) +
+                            " node(s); ask for that many nodes more than the ranks use (-N)");
+    }
+    rank_nodes = static_cast<std::uint32_t>(job_nodes.size()) - policy.spare_nodes;
+    if (policy.elastic_min && *policy.elastic_min > rank_nodes) {
+      throw cli::UsageError("--primus-elastic=" + std::to_string(*policy.elastic_min) +
+                            ": the ranks use only " + std::to_string(rank_nodes) + " node(s)");
+    }
+  }
+  const std::uint32_t world = placing ? rank_nodes * tasks_per_node : slurm_world_size(env);
+  // Restarts after a lost node: at least one per spare, and one per node the job may shrink by.
+  const std::uint32_t node_restarts =
+      policy.spare_nodes + (policy.elastic_min ? rank_nodes - *policy.elastic_min : 0);
+  const NodeExclusions exclusions(job_path / "excluded-nodes.json");
+  RankFailures rank_failures(
+      std::max<std::uint32_t>(1, option_number(options, "primus-exclude-after", 1000)));
+  std::set<std::string> lost_nodes;  // lost in this allocation (not all of them excluded yet)
+  std::vector<std::string> current_nodes = job_nodes;
   block_launcher_signals();  // before the control channel's thread starts
   ControlServer control(control_host, control_port, secret, world, [](const std::string& line) {
     std::cerr << "primus-launch: control channel: " << line << "\n";
@@ -656,6 +801,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   EventLog events(job_dir.events_file(), allocation);
   JobMonitor monitor(monitor_setup(options, env, job_path, job_id, allocation, node), events);
   warn_without_exec();
+  monitor.set_excluded_nodes(excluded_for_status(exclusions));
   // `primus-launch status JOBID` finds a job directory that is not the default one through the
   // job's Comment (when the user left it empty).
   if (job_path != absolute_from_here(submit_dir) / ("primus-" + job_id)) {
@@ -688,6 +834,43 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     SlurmAttemptSetup setup;
     setup.srun = srun.path;
     setup.argv = {"--export=ALL", "--kill-on-bad-exit=0"};
+    std::uint32_t attempt_world = world;
+    std::optional<Placement> placement;
+    if (placing) {
+      if (attempt > 0) {
+        // A --no-kill job that lost a node holds fewer now (slurmctld's NodeList).
+        if (const auto facts = query_job(job); facts && !hosts_of(facts->node_list).empty()) {
+          current_nodes = hosts_of(facts->node_list);
+        }
+      }
+      std::set<std::string> excluded = exclusions.nodes();
+      excluded.insert(lost_nodes.begin(), lost_nodes.end());
+      std::string why;
+      placement = place(current_nodes, excluded, rank_nodes, tasks_per_node, policy, attempt, why);
+      if (!placement) {
+        std::cerr << "primus-launch: cannot start the ranks: " << why << "\n";
+        events.write({"failed", std::nullopt, node, {{"exit_status", "1"}, {"reason", why}}});
+        monitor.set_state("failed");
+        return 1;
+      }
+      if (!placement->note.empty()) std::cerr << "primus-launch: " << placement->note << "\n";
+      attempt_world = placement->world_size;
+      Hostlist list;
+      for (const std::string& host : placement->nodes)
+        list.push_host(host);
+      // Explicit sizes and nodes: after a lost node the allocation's SLURM_* sizes are stale, and
+      // srun would ask for the old task count (TESTBED.md, "Losing a node").
+      setup.argv.push_back("--nodes=" + std::to_string(placement->nodes.size()));
+      setup.argv.push_back("--ntasks=" + std::to_string(attempt_world));
+      setup.argv.push_back("--ntasks-per-node=" + std::to_string(tasks_per_node));
+      setup.argv.push_back("--nodelist=" + list.compress());
+      events.write({"placed",
+                    std::nullopt,
+                    node,
+                    {{"nodes", list.compress()},
+                     {"ranks", std::to_string(attempt_world)},
+                     {"shrunk", placement->shrunk ? "true" : "false"}}});
+    }
     if (s.label) setup.argv.emplace_back("--label");
     setup.argv.push_back(task);
     setup.argv.emplace_back("--");
@@ -709,6 +892,11 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     } else {
       step_env.erase("PRIMUS_RESUME");
     }
+    if (placing) {  // the sizes of this step and of the allocation as it is now
+      step_env["SLURM_NTASKS"] = step_env["SLURM_NPROCS"] = std::to_string(attempt_world);
+      step_env["SLURM_JOB_NUM_NODES"] = step_env["SLURM_NNODES"] =
+          std::to_string(current_nodes.size());
+    }
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(22, 5, 0) && \
     SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(23, 2, 0)
     // Slurm 22.05's PMIx direct connections race at step start (docs/collectives.md).
@@ -721,17 +909,19 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       setup.env.push_back(std::move(entry));
     }
     setup.job = job;
-    setup.world_size = world;
+    setup.world_size = attempt_world;
     setup.attempt = attempt;
     setup.hang_timeout = hang_timeout;
     setup.stop_request = job_dir.stop_request_file();
-    monitor.start_attempt(attempt, world);
+    monitor.start_attempt(attempt, attempt_world);
     setup.monitor = &monitor;
     setup.node = node;
     setup.preempted_status = preempted;
     setup.requeue_target = requeue_target;
     setup.may_requeue_at_time_limit = allocation < max_requeues;
-    DataTasks data(world);  // every attempt opens the queue again, from its checkpoint
+    for (const std::string& excluded : exclusions.nodes())
+      setup.excluded_nodes.push_back(excluded);
+    DataTasks data(attempt_world);  // every attempt opens the queue again, from its checkpoint
     if (dynamic_data(options)) setup.data = &data;
 
     const SlurmAttemptResult result = run_slurm_attempt(setup, control, events);
@@ -804,13 +994,83 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
           break;
       }
       if (d.requeue) {
-        events.write({"requeued", std::nullopt, node, {{"job", requeue_target}}});
-        if (const auto error = requeue_job(requeue_target)) {
+        std::vector<std::pair<std::string, std::string>> details = {{"job", requeue_target}};
+        if (!setup.excluded_nodes.empty()) {
+          details.emplace_back("excluded", merged_exclusions("", setup.excluded_nodes));
+        }
+        events.write({"requeued", std::nullopt, node, details});
+        if (const auto error = requeue_job(requeue_target, setup.excluded_nodes)) {
           std::cerr << "primus-launch: scontrol requeue " << requeue_target
                     << " failed: " << *error;
         }
       }
       return d.exit_status;
+    }
+
+    // Ranks whose wrappers never reported: was their node lost? (docs/architecture.md, "Node
+    // failures": the wrappers report every end of a rank they see.)
+    std::map<std::string, std::string> lost_now;
+    if (result.ends.size() < attempt_world) {
+      std::set<std::uint32_t> reported;
+      for (const RankEnd& end : result.ends)
+        reported.insert(static_cast<std::uint32_t>(end.rank));
+      const std::vector<std::string>& step_nodes = placement ? placement->nodes : job_nodes;
+      const auto suspects = suspect_nodes(step_nodes, tasks_per_node, result.nodes, reported);
+      if (!suspects.empty()) {
+        static const std::chrono::seconds wait =
+            query_slurmd_timeout().value_or(std::chrono::seconds(300)) + std::chrono::seconds(10);
+        lost_now = find_lost_nodes(srun.path, job, suspects, wait);
+      }
+    }
+    if (!lost_now.empty()) {
+      std::string names;
+      for (const auto& [lost, reason] : lost_now) {
+        names += (names.empty() ? "" : ",") + lost;
+        lost_nodes.insert(lost);
+        std::cerr << "primus-launch: node " << lost << " was lost (" << reason << ")\n";
+        events.write({"node-lost", std::nullopt, lost, {{"reason", reason}}});
+        if (exclusions.add({lost, "lost: " + reason, utc_now_ms(), allocation, attempt})) {
+          events.write({"node-excluded", std::nullopt, lost, {{"reason", "lost: " + reason}}});
+        }
+        monitor.set_excluded_nodes(excluded_for_status(exclusions));
+      }
+      std::string why;
+      if (placing && attempt < std::max(max_restarts, node_restarts)) {
+        if (const auto facts = query_job(job); facts && !hosts_of(facts->node_list).empty()) {
+          current_nodes = hosts_of(facts->node_list);
+        }
+        std::set<std::string> excluded = exclusions.nodes();
+        excluded.insert(lost_nodes.begin(), lost_nodes.end());
+        if (place(current_nodes, excluded, rank_nodes, tasks_per_node, policy, attempt + 1, why)) {
+          monitor.set_state("restarting");
+          std::cerr << "primus-launch: starting the ranks again without " << names
+                    << ", from the newest committed checkpoint (restart " << attempt + 1 << ")\n";
+          events.set_attempt(attempt + 1);
+          events.write({"restarted",
+                        std::nullopt,
+                        node,
+                        {{"restart", std::to_string(attempt + 1)}, {"reason", "lost " + names}}});
+          continue;
+        }
+      } else if (placing) {
+        why = "no restart is left (--primus-max-restarts=" + std::to_string(max_restarts) + ")";
+      } else {
+        why =
+            "submit with --no-kill and --primus-spare-nodes=K (K nodes more) or "
+            "--primus-elastic=MIN_NODES to go on without it";
+      }
+      const int status = result.srun_status != 0 ? exit_code(result.srun_status) : 1;
+      std::cerr << "primus-launch: the ranks cannot go on after losing " << names << ": " << why
+                << "\n";
+      monitor.set_state("failed");
+      std::string reason = "lost " + names;
+      reason += ": ";
+      reason += why;
+      events.write({"failed",
+                    std::nullopt,
+                    lost_now.begin()->first,
+                    {{"exit_status", std::to_string(status)}, {"reason", reason}}});
+      return status;
     }
 
     Outcome outcome = judge(result.ends, result.stop_forwarded, preempted);
@@ -822,7 +1082,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       outcome.cause =
           end != result.ends.end() ? *end : RankEnd{static_cast<int>(*result.hung), 1 << 8};
     }
-    if (outcome.verdict == Verdict::kFinished && result.ends.size() < world &&
+    if (outcome.verdict == Verdict::kFinished && result.ends.size() < attempt_world &&
         result.srun_status != 0) {
       // No report from some task wrappers (killed with the step): srun's status is all there is.
       outcome.verdict = Verdict::kFailed;
@@ -838,7 +1098,39 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
                   << " and not every rank reported how it ended (attempt " << attempt << ")\n";
       }
     }
-    if (decision.restart) {
+    // Nodes to keep out from now on: a hung rank's, one whose rank reported a hardware error
+    // (node-class failures), and one where --primus-exclude-after different ranks failed.
+    std::map<std::string, std::string> to_exclude;
+    if (outcome.verdict == Verdict::kFailed) {
+      if (result.hung && node_of(static_cast<int>(*result.hung)) != "?") {
+        to_exclude[node_of(static_cast<int>(*result.hung))] =
+            "rank " + std::to_string(*result.hung) + " hung there";
+      }
+      for (const auto& [rank, text] : result.exceptions) {
+        if (hardware_error(text) && node_of(static_cast<int>(rank)) != "?") {
+          to_exclude[node_of(static_cast<int>(rank))] =
+              "rank " + std::to_string(rank) + " reported a hardware error: " + text.substr(0, 200);
+        }
+      }
+      for (const auto& [where, why] : rank_failures.add(result.ends, result.nodes, preempted))
+        to_exclude.emplace(where, why);
+    }
+    const std::set<std::string> already = exclusions.nodes();
+    bool excluded_in_use = false;
+    for (const auto& [where, why] : to_exclude) {
+      if (already.count(where) != 0) continue;
+      std::cerr << "primus-launch: excluding " << where << " from this job: " << why << "\n";
+      exclusions.add({where, why, utc_now_ms(), allocation, attempt});
+      events.write({"node-excluded", std::nullopt, where, {{"reason", why}}});
+      monitor.set_excluded_nodes(excluded_for_status(exclusions));
+      excluded_in_use = true;
+    }
+    if (decision.restart && excluded_in_use && !placing) {
+      // The ranks need every node of the allocation, one of which is now excluded.
+      std::cerr << "primus-launch: not starting the ranks again: they would need the excluded "
+                   "node (--primus-spare-nodes=K, with K nodes more, lets them go on without it; "
+                   "a requeue by primus-launch keeps it out)\n";
+    } else if (decision.restart) {
       monitor.set_state("restarting");
       std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
                 << max_restarts << ")\n";

@@ -113,6 +113,11 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   std::map<std::uint32_t, Clock::time_point> progress;  // ranks that said hello
   std::map<std::uint32_t, std::uint64_t> steps;
   std::set<std::uint32_t> reported;  // wrappers that reported an exit
+  // Wrappers of this attempt that said hello, and those of them whose connection has closed:
+  // once srun has ended, a wrapper in neither `reported` nor still connected has nothing more to
+  // say (one killed with its node, or by srun after a node failure), and the launcher need not
+  // wait the last seconds for it.
+  std::set<std::uint32_t> wrappers, wrappers_gone;
   // Once the stop began, the job's end time is asked for; again every second (a few times) while
   // slurmctld shows none: a query made as the signal arrives may see no PreemptTime yet, or fail.
   int deadline_queries_left = 5;
@@ -156,6 +161,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         if (r.attempt && *r.attempt != setup.attempt) return;  // a rank of an earlier attempt
         if (!r.node.empty()) result.nodes[r.rank] = r.node;
         if (r.wrapper) {
+          wrappers.insert(r.rank);
           if (result.step.empty() && !r.step.empty()) result.step = r.step;
         } else {
           result.any_rank_connected = true;
@@ -197,6 +203,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         }
         return;
       case ReportKind::kException:
+        result.exceptions[r.rank] = r.exception + ": " + r.message;
         std::cerr << "primus-launch: rank " << r.rank << " raised " << r.exception << ": "
                   << r.message << (r.where.empty() ? "" : " (" + r.where + ")") << "\n";
         return;
@@ -217,6 +224,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         return;
       }
       case ReportKind::kGoodbye:
+        if (r.wrapper && wrappers.count(r.rank) != 0) wrappers_gone.insert(r.rank);
         if (!r.wrapper) progress.erase(r.rank);  // an ended rank is not hung
         if (!r.wrapper && setup.data != nullptr) send_data(setup.data->rank_gone(r.rank));
         return;
@@ -228,8 +236,13 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   };
 
   for (;;) {
-    if (!srun_running && (reported.size() >= setup.world_size || Clock::now() >= srun_deadline)) {
-      break;
+    if (!srun_running) {
+      std::set<std::uint32_t> silent = reported;
+      silent.insert(wrappers_gone.begin(), wrappers_gone.end());
+      if (reported.size() >= setup.world_size || silent.size() >= setup.world_size ||
+          Clock::now() >= srun_deadline) {
+        break;
+      }
     }
     pollfd fds[2] = {{signals.get(), POLLIN, 0}, {control.fd(), POLLIN, 0}};
     Clock::time_point wake = std::min({next_check, kill_at, srun_deadline});
@@ -290,7 +303,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
                     setup.node,
                     {{"job", setup.requeue_target},
                      {"reason", "the ranks did not stop before the job's end time"}}});
-      if (const auto error = requeue_job(setup.requeue_target)) {
+      if (const auto error = requeue_job(setup.requeue_target, setup.excluded_nodes)) {
         std::cerr << "primus-launch: scontrol requeue " << setup.requeue_target
                   << " failed: " << *error;
       }

@@ -50,6 +50,8 @@ struct SlurmAttemptSetup {
   std::string requeue_target;
   bool may_requeue_at_time_limit = false;
   std::chrono::milliseconds requeue_margin{std::chrono::seconds(3)};
+  // Nodes the requeued job must not be given (excluded-nodes.json): its ExcNodeList.
+  std::vector<std::string> excluded_nodes;
 };
 
 struct SlurmAttemptResult {
@@ -66,6 +68,7 @@ struct SlurmAttemptResult {
   std::map<std::uint32_t, std::string> nodes;  // where each rank ran
   std::string step;                            // "<job>.<step>" of the attempt
   bool requeued = false;  // the launcher requeued the job before slurmctld ended it
+  std::map<std::uint32_t, std::string> exceptions;  // what each rank raised ("Type: message")
 };
 
 SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServer& control,

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "outcome.hpp"
+#include "primus/common/hostlist.hpp"
 #include "primus/common/parse_number.hpp"
 
 namespace primus::launch {
@@ -69,6 +70,12 @@ JobFacts job_facts(const std::map<std::string, std::string>& record) {
   if (const auto it = record.find("EndTime"); it != record.end()) {
     facts.end_time = parse_slurm_time(it->second);
   }
+  if (const auto it = record.find("NodeList"); it != record.end() && it->second != "(null)") {
+    facts.node_list = it->second;
+  }
+  if (const auto it = record.find("ExcNodeList"); it != record.end() && it->second != "(null)") {
+    facts.excluded = it->second;
+  }
   return facts;
 }
 
@@ -82,7 +89,8 @@ std::optional<std::time_t> parse_slurm_time(const std::string& text) {
   return seconds;
 }
 
-CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout,
+                          bool shielded) {
   CommandOutput result;
   int fds[2];
   if (argv.empty() || ::pipe2(fds, O_CLOEXEC) != 0) return result;
@@ -99,9 +107,11 @@ CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::sec
     return result;
   }
   if (pid == 0) {
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    if (!shielded) {
+      sigset_t empty;
+      sigemptyset(&empty);
+      ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    }
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, STDIN_FILENO);
     ::dup2(fds[1], STDOUT_FILENO);
@@ -236,10 +246,87 @@ std::optional<std::chrono::seconds> query_grace_time(const std::string& partitio
   return grace_time(parse_scontrol_record(out.output));
 }
 
-std::optional<std::string> requeue_job(const std::string& job) {
-  const CommandOutput out = run_command({"scontrol", "requeue", job}, std::chrono::seconds(30));
-  if (out.status == 0) return std::nullopt;
-  return out.output.empty() ? std::string("scontrol requeue failed") : out.output;
+std::optional<std::map<std::string, std::string>> query_node(const std::string& node) {
+  const CommandOutput out =
+      run_command({"scontrol", "show", "node", "-o", node}, std::chrono::seconds(30));
+  if (out.status != 0) {
+    std::cerr << "primus-launch: scontrol show node " << node << " failed: " << out.output;
+    return std::nullopt;
+  }
+  return parse_scontrol_record(out.output);
+}
+
+std::optional<std::chrono::seconds> slurmd_timeout(const std::string& config) {
+  std::istringstream lines(config);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("SlurmdTimeout", 0) != 0) continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    std::istringstream value(line.substr(eq + 1));
+    std::string number;
+    value >> number;
+    const auto seconds = parse_unsigned(number, 1U << 30);
+    if (!seconds) return std::nullopt;
+    return std::chrono::seconds(*seconds);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::seconds> query_slurmd_timeout() {
+  const CommandOutput out = run_command({"scontrol", "show", "config"}, std::chrono::seconds(30));
+  if (out.status != 0) return std::nullopt;
+  return slurmd_timeout(out.output);
+}
+
+std::string merged_exclusions(const std::string& current, const std::vector<std::string>& more) {
+  std::vector<std::string> hosts;
+  if (!current.empty()) {
+    try {
+      hosts = Hostlist::parse(current).expand();
+    } catch (const std::exception&) {
+      hosts.clear();
+    }
+  }
+  for (const std::string& host : more)
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  std::sort(hosts.begin(), hosts.end());
+  Hostlist list;
+  for (const std::string& host : hosts)
+    list.push_host(host);
+  return list.compress();
+}
+
+std::optional<std::string> requeue_job(const std::string& job,
+                                       const std::vector<std::string>& excluded) {
+  if (excluded.empty()) {
+    const CommandOutput out = run_command({"scontrol", "requeue", job}, std::chrono::seconds(30));
+    if (out.status == 0) return std::nullopt;
+    return out.output.empty() ? std::string("scontrol requeue failed") : out.output;
+  }
+  const auto before = query_job(job);
+  const std::string list = merged_exclusions(before ? before->excluded : "", excluded);
+  const CommandOutput hold =
+      run_command({"scontrol", "requeuehold", job}, std::chrono::seconds(30), true);
+  if (hold.status != 0) {
+    return "scontrol requeuehold failed: " +
+           (hold.output.empty() ? std::string("no message") : hold.output);
+  }
+  std::string problems;
+  const CommandOutput update =
+      run_command({"scontrol", "update", "JobId=" + job, "ExcNodeList=" + list},
+                  std::chrono::seconds(30), true);
+  if (update.status != 0) {
+    problems = "scontrol update ExcNodeList=" + list + " failed (" + update.output +
+               "); the job may be given those nodes again. ";
+  }
+  const CommandOutput release =
+      run_command({"scontrol", "release", job}, std::chrono::seconds(30), true);
+  if (release.status != 0) {
+    problems += "scontrol release " + job + " failed (" + release.output +
+                "): the job is held; release it with scontrol release " + job;
+  }
+  if (problems.empty()) return std::nullopt;
+  return problems;
 }
 
 }  // namespace primus::launch

@@ -28,6 +28,8 @@ struct JobFacts {
   std::optional<std::time_t> end_time;
   std::optional<std::time_t> preempted_at;  // PreemptTime, as seconds since the epoch
   std::string partition;
+  std::string node_list;  // NodeList: the nodes the job holds now (a --no-kill job loses some)
+  std::string excluded;   // ExcNodeList: the nodes the job may not be given
 };
 // From a parsed record (pure).
 JobFacts job_facts(const std::map<std::string, std::string>& record);
@@ -40,8 +42,12 @@ struct CommandOutput {
   std::string output;
 };
 // Runs argv (argv[0] looked up in PATH) with standard input from /dev/null, capturing stdout
-// and stderr together; killed after `timeout`.
-CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout);
+// and stderr together; killed after `timeout`. `shielded`: the command keeps the caller's
+// blocked signals blocked (the launcher's stop signals), so that Slurm's SIGTERM to every process
+// of a job being requeued does not end it halfway (seen on the testbed: an `scontrol release`
+// started just after `scontrol requeuehold` died of it, and the job stayed held).
+CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout,
+                          bool shielded = false);
 
 // scontrol show job -o JOB; nullopt (and a line on stderr) when scontrol fails.
 std::optional<JobFacts> query_job(const std::string& job);
@@ -66,7 +72,22 @@ std::optional<std::string> site_setting(const std::string& key);
 // asked of scontrol; nullopt when not known.
 std::optional<std::chrono::seconds> grace_time(const std::map<std::string, std::string>& record);
 std::optional<std::chrono::seconds> query_grace_time(const std::string& partition);
-// scontrol requeue JOB; the error scontrol printed when it fails.
-std::optional<std::string> requeue_job(const std::string& job);
+// scontrol show node -o NODE, parsed; nullopt (and a line on stderr) when scontrol fails.
+std::optional<std::map<std::string, std::string>> query_node(const std::string& node);
+// slurmctld's SlurmdTimeout (scontrol show config): how long a node's slurmd may be silent
+// before slurmctld marks it DOWN; nullopt when not known.
+std::optional<std::chrono::seconds> query_slurmd_timeout();
+// The SlurmdTimeout line's value in `scontrol show config` output ("120 sec") (pure).
+std::optional<std::chrono::seconds> slurmd_timeout(const std::string& config);
+// scontrol requeue JOB; the error scontrol printed when it fails. With `excluded` nodes, the job
+// goes back to the queue unable to get them: scontrol requeuehold, update ExcNodeList (the
+// job's own and `excluded`; it can change only while the job is pending), release (checked on
+// the testbed from inside the job itself, as its user: the three take about 40 ms, well within
+// the KillWait after the hold's SIGTERM, which the launcher holds blocked).
+std::optional<std::string> requeue_job(const std::string& job,
+                                       const std::vector<std::string>& excluded = {});
+// ExcNodeList's value for a job that had `current` (a hostlist, empty for none) and must also
+// avoid `more` (pure): the union, compressed.
+std::string merged_exclusions(const std::string& current, const std::vector<std::string>& more);
 
 }  // namespace primus::launch

@@ -99,6 +99,12 @@ std::string status_json(const JobStatus& s) {
     nodes.push_back(std::move(o));
   }
   out["nodes"] = std::move(nodes);
+  if (!s.excluded_nodes.empty()) {  // only where the job keeps nodes out
+    ordered_json excluded = ordered_json::array();
+    for (const ExcludedNode& e : s.excluded_nodes)
+      excluded.push_back(ordered_json{{"node", e.node}, {"reason", e.reason}});
+    out["excluded_nodes"] = std::move(excluded);
+  }
   // One rank or node per line: readable with less, and small.
   std::string text = "{";
   bool first = true;
@@ -181,6 +187,13 @@ JobStatus parse_status(std::string_view text) {
       n.network_receive_bytes_per_second = get<double>(o, "network_receive_bytes_per_second");
       n.network_transmit_bytes_per_second = get<double>(o, "network_transmit_bytes_per_second");
       s.nodes.push_back(std::move(n));
+    }
+  }
+  if (const auto it = in.find("excluded_nodes"); it != in.end() && it->is_array()) {
+    for (const auto& o : *it) {
+      if (!o.is_object()) continue;
+      s.excluded_nodes.push_back(
+          {get<std::string>(o, "node").value_or(""), get<std::string>(o, "reason").value_or("")});
     }
   }
   return s;

@@ -45,6 +45,12 @@ struct NodeStatus {
   std::optional<double> network_transmit_bytes_per_second;
 };
 
+// A node the job keeps its ranks off (excluded-nodes.json), and why.
+struct ExcludedNode {
+  std::string node;
+  std::string reason;
+};
+
 struct JobStatus {
   std::string time;  // ISO 8601 UTC
   std::string job;
@@ -63,6 +69,7 @@ struct JobStatus {
   double straggler_window_seconds = 0;
   std::vector<RankStatus> ranks;
   std::vector<NodeStatus> nodes;
+  std::vector<ExcludedNode> excluded_nodes;
 };
 
 std::string status_json(const JobStatus& status);

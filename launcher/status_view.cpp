@@ -74,6 +74,11 @@ std::string status_view(const JobStatus& s, double now) {
                     cell(n.network_transmit_bytes_per_second, 1e6, "%.2f").c_str());
     }
   }
+  if (!s.excluded_nodes.empty()) {
+    out += format("\n%-12s %s\n", "EXCLUDED", "REASON");
+    for (const ExcludedNode& e : s.excluded_nodes)
+      out += format("%-12s ", e.node.c_str()) + e.reason + "\n";
+  }
   return out;
 }
 

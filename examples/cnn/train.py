@@ -8,7 +8,8 @@
 
 The dataset is --primus-data when given (PRIMUS_DATA), else data/*.tfrecord beside this file;
 EPOCHS (default 3), WORKERS (default: the job's ranks) and CHECKPOINT_EVERY (steps, default 10)
-come from the environment.
+come from the environment; the global batch is --primus-global-batch-size (PRIMUS_GLOBAL_BATCH_SIZE)
+when given, else 64.
 """
 
 import os
@@ -26,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 
 def dataset(decode=cnn.decode):
     spec = os.environ.get("PRIMUS_DATA") or str(HERE / "data" / "*.tfrecord")
-    return primus.data.Dataset(spec, global_batch_size=GLOBAL_BATCH, decode=decode)
+    batch = int(os.environ.get("PRIMUS_GLOBAL_BATCH_SIZE") or GLOBAL_BATCH)
+    return primus.data.Dataset(spec, global_batch_size=batch, decode=decode)
 
 
 def main(decode=cnn.decode, on_step=None):

@@ -25,20 +25,26 @@ RECORDS, GLOBAL_BATCH, EPOCHS = 1024, 64, 3
 STEPS_PER_EPOCH = RECORDS // GLOBAL_BATCH
 
 
-@pytest.fixture(scope="module")
-def dataset(testbed, prefix):
-    """The example's dataset, written by its make_data.py with the installed package."""
-    where = Path(tempfile.mkdtemp(prefix="cnn-data-", dir=testbed.workdir))
+def write_dataset(testbed, prefix, records):
+    """The example's dataset of `records` records, written by its make_data.py with the installed
+    package into a new folder of the testbed's work directory."""
+    where = Path(tempfile.mkdtemp(prefix=f"cnn-data-{records}-", dir=testbed.workdir))
     env = dict(os.environ, PYTHONPATH=str(next(prefix.glob("lib/python3*/*-packages"))),
                LD_LIBRARY_PATH=str(prefix / "lib"))
     result = subprocess.run(["/usr/bin/python3", str(EXAMPLE / "make_data.py"), str(where),
-                             "--records", str(RECORDS)], env=env, capture_output=True,
+                             "--records", str(records)], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for path in where.iterdir():
         os.chmod(path, 0o644)
     os.chmod(where, 0o777)  # the ranks write the index beside the data
     return where
+
+
+@pytest.fixture(scope="module")
+def dataset(testbed, prefix):
+    """The example's dataset (RECORDS records)."""
+    return write_dataset(testbed, prefix, RECORDS)
 
 
 class CnnJob(Launch):

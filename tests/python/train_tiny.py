@@ -9,7 +9,9 @@ STOP_AT=S: at step S, before its backward pass, rank 0 sends SIGTERM to its pare
 rank, and the ranks stop after step S.
 For the testbed's scenarios: STEP_SLEEP=seconds per step; PROGRESS=FILE: rank 0 writes the
 step it reached there; FAIL_AT=S (with FAIL_RANK, default 1, and FAIL_MARKER=FILE): that rank
-exits 3 at step S once (the marker says it did); HANG_AT=S (with HANG_RANK): that rank stops
+exits 3 at step S once (the marker says it did); FAIL_NODE=NODE (with FAIL_AT=S): on that node
+(SLURMD_NODENAME), the rank of local rank 0 exits 3 at step S in every attempt, a bad node's
+way; HANG_AT=S (with HANG_RANK): that rank stops
 itself with SIGSTOP at step S, once (HANG_MARKER=FILE); CHILD=1: every rank starts a child that
 sleeps ten minutes, as a DataLoader worker that outlives its rank would; SLOW_RANK=R with
 SLOW_SLEEP=seconds: that rank sleeps so much longer each step, after training on its batch (a
@@ -81,6 +83,7 @@ def main():
     progress = os.environ.get("PROGRESS")
     slow_rank = int(os.environ.get("SLOW_RANK", "-1"))
     slow_sleep = float(os.environ.get("SLOW_SLEEP", "0"))
+    fail_node = os.environ.get("FAIL_NODE")
 
     def once(action, at_name, rank_name, marker_name):
         at = int(os.environ.get(at_name, "-1"))
@@ -131,6 +134,10 @@ def main():
         once(lambda: (print(f"rank {job.rank}: failing at step {step}", flush=True),
                       os._exit(3)), "FAIL_AT", "FAIL_RANK", "FAIL_MARKER")
         once(lambda: os.kill(os.getpid(), signal.SIGSTOP), "HANG_AT", "HANG_RANK", "HANG_MARKER")
+        if (fail_node and os.environ.get("SLURMD_NODENAME") == fail_node and job.local_rank == 0
+                and step == int(os.environ.get("FAIL_AT", "-1"))):
+            print(f"rank {job.rank}: failing on {fail_node} at step {step}", flush=True)
+            os._exit(3)
         if step % SAVE_EVERY == 0:
             save(step)
         if primus.should_stop(samples=PER_RANK_BATCH):

@@ -20,6 +20,7 @@
 #include "primus/os/job_secret.hpp"
 #include "slurm_queries.hpp"
 #include "status.hpp"
+#include "status_view.hpp"
 
 namespace primus::launch {
 namespace {
@@ -210,6 +211,18 @@ TEST(LaunchControl, StatusJsonHasEveryRankAndOnlyWhatIsKnownAndReadsBack) {
             "]}\n");
   const JobStatus back = parse_status(text);
   EXPECT_EQ(status_json(back), text);
+  // Excluded nodes, once there are any, with their reasons; and the table shows them.
+  status.excluded_nodes = {{"n3", "lost: State=DOWN"}, {"n2", "ranks 0 and 2 failed there"}};
+  const std::string with = status_json(status);
+  EXPECT_NE(with.find("\"excluded_nodes\": [\n  {\"node\":\"n3\",\"reason\":\"lost: State=DOWN\"}"),
+            std::string::npos)
+      << with;
+  const JobStatus excluded = parse_status(with);
+  ASSERT_EQ(excluded.excluded_nodes.size(), 2U);
+  EXPECT_EQ(excluded.excluded_nodes[1].node, "n2");
+  EXPECT_EQ(excluded.excluded_nodes[1].reason, "ranks 0 and 2 failed there");
+  const std::string table = status_view(excluded, 0);
+  EXPECT_NE(table.find("n2           ranks 0 and 2 failed there"), std::string::npos) << table;
   EXPECT_THROW(parse_status("[1]"), primus::Error);
   EXPECT_THROW(parse_status("{\"state\": "), primus::Error);
   const std::filesystem::path file =
