@@ -639,6 +639,9 @@ std::map<std::string, std::string> lost_among(const std::string& job,
   return lost;
 }
 
+// How many suspect nodes the launcher probes with a one-task step, one after the other.
+constexpr std::size_t kMostNodesToProbe = 8;
+
 // Whether `node`'s slurmd still starts a task of the job: a one-task step there (srun --overlap),
 // which a live node runs in well under a second and a dead one never does.
 bool node_answers(const std::string& srun, const std::string& job, const std::string& node) {
@@ -660,6 +663,11 @@ std::map<std::string, std::string> find_lost_nodes(const std::string& srun, cons
                                                    std::chrono::seconds wait) {
   std::map<std::string, std::string> lost = lost_among(job, suspects);
   if (!lost.empty()) return lost;
+  if (suspects.size() > kMostNodesToProbe) {
+    // Most of the step said nothing (a step that never started, say): not one node's loss,
+    // and probing them one by one would take minutes on a large job.
+    return lost;
+  }
   std::set<std::string> silent;
   for (const std::string& node : suspects)
     if (!node_answers(srun, job, node)) silent.insert(node);
@@ -829,6 +837,25 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   const std::string task = task_executable();
   const std::filesystem::path ckpt_root = resolve_ckpt_dir(options, submit_dir, job_path.string());
   const std::optional<std::string> given_resume = lookup(env, "PRIMUS_RESUME");
+  if (!placing) {
+    // The ranks take every node of the allocation: none of them may be one the job excluded
+    // (given by Slurm to a job requeued without its ExcNodeList, by hand or by Slurm itself).
+    std::string held;
+    for (const Exclusion& e : exclusions.load()) {
+      if (std::find(job_nodes.begin(), job_nodes.end(), e.node) == job_nodes.end()) continue;
+      held += (held.empty() ? "" : "; ") + e.node + " (" + e.reason + ")";
+    }
+    if (!held.empty()) {
+      const std::string why = "the allocation includes nodes this job excluded: " + held +
+                              "; submit with --exclude=NODES, or with --primus-spare-nodes=K and K "
+                              "nodes more (" +
+                              (job_path / "excluded-nodes.json").string() + ")";
+      std::cerr << "primus-launch: not starting the ranks: " << why << "\n";
+      events.write({"failed", std::nullopt, node, {{"exit_status", "1"}, {"reason", why}}});
+      monitor.set_state("failed");
+      return 1;
+    }
+  }
   for (std::uint32_t attempt = 0;; ++attempt) {
     events.set_attempt(attempt);
     SlurmAttemptSetup setup;

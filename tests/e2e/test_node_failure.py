@@ -5,6 +5,7 @@ slurmd, its slurmstepd and its tasks and setting it DOWN (node_loss.py); never t
 Every test brings the node back and checks that no process of its jobs is left."""
 
 import json
+import os
 import time
 
 import pytest
@@ -116,6 +117,30 @@ def test_elastic_a_job_that_loses_a_node_finishes_on_three_reading_every_record_
     assert {len(chain[s]["ranks"]) for s in range(int(resumed) + 1,
                                                  SHRINK_EPOCHS * steps_per_epoch + 1)} == {6}
     assert not job_processes(run.job)
+
+
+def test_without_spares_an_allocation_holding_an_excluded_node_starts_no_rank(testbed, prefix):
+    """A job directory that excludes n2 (an earlier allocation's verdict) and an allocation that
+    holds it (Slurm gave it back, as a requeue by hand would): without spares the ranks would need
+    n2, so none starts, and the message says why and what to do."""
+    run = Launch(testbed, prefix, "excluded-held", layout="-N2 --nodelist=n[1-2] --ntasks-per-node=2")
+    job_dir = run.dir / "jobdir"
+    job_dir.mkdir(mode=0o700)
+    listed = job_dir / "excluded-nodes.json"
+    listed.write_text(json.dumps({"excluded": [{"node": "n2", "reason": "ranks 0 and 2 failed there",
+                                                "time": "2026-12-03T00:00:00.000Z",
+                                                "allocation": 0, "attempt": 1}]}))
+    if testbed.as_root:
+        os.chown(job_dir, testbed.uid, testbed.gid)
+        os.chown(listed, testbed.uid, testbed.gid)
+    run.submit(launch=f"--primus-job-dir={job_dir}")
+    assert run.wait_ended() == "FAILED", run.output()[-3000:]
+    out = run.output()
+    assert ("not starting the ranks: the allocation includes nodes this job excluded: n2 (ranks 0 "
+            "and 2 failed there); submit with --exclude=NODES") in out, out[-3000:]
+    events = [json.loads(line)["event"] for line in (job_dir / "events.jsonl").read_text().splitlines()]
+    assert events == ["launched", "failed"], events
+    assert not list(job_dir.glob("logs/*/*/rank-*.log"))
 
 
 @pytest.fixture(scope="module")
