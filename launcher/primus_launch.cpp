@@ -811,15 +811,19 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   warn_without_exec();
   monitor.set_excluded_nodes(excluded_for_status(exclusions));
   // `primus-launch status JOBID` finds a job directory that is not the default one through the
-  // job's Comment (when the user left it empty).
-  if (job_path != absolute_from_here(submit_dir) / ("primus-" + job_id)) {
+  // job's Comment (when the user left it empty). Recorded once the first srun has started: the
+  // two scontrol calls then overlap the step's start instead of delaying it.
+  bool comment_pending = job_path != absolute_from_here(submit_dir) / ("primus-" + job_id);
+  const auto record_job_dir = [&] {
+    if (!comment_pending) return;
+    comment_pending = false;
     if (const auto facts = query_job(job); facts && facts->comment.empty()) {
       if (const auto error = set_job_comment(job, job_dir_comment(job_path.string()))) {
         std::cerr << "primus-launch: note: cannot record the job directory in the job's Comment ("
                   << *error << "); primus-launch status needs JOBDIR for this job\n";
       }
     }
-  }
+  };
 
   std::string command_text;
   for (const std::string& word : s.command)
@@ -859,6 +863,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   for (std::uint32_t attempt = 0;; ++attempt) {
     events.set_attempt(attempt);
     SlurmAttemptSetup setup;
+    setup.after_start = record_job_dir;
     setup.srun = srun.path;
     setup.argv = {"--export=ALL", "--kill-on-bad-exit=0"};
     std::uint32_t attempt_world = world;

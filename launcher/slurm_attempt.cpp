@@ -104,6 +104,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
 
   SlurmAttemptResult result;
   const pid_t srun = start_srun(setup);
+  if (setup.after_start) setup.after_start();
   bool srun_running = true;
   bool stopping_for_failure = false;
   bool killed = false;

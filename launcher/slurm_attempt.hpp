@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,6 +53,10 @@ struct SlurmAttemptSetup {
   std::chrono::milliseconds requeue_margin{std::chrono::seconds(3)};
   // Nodes the requeued job must not be given (excluded-nodes.json): its ExcNodeList.
   std::vector<std::string> excluded_nodes;
+  // Called once right after srun was started, on the attempt's thread, for work that must not
+  // delay the ranks' start (it may run commands and wait for them: the attempt reaps no child
+  // meanwhile). Empty: nothing.
+  std::function<void()> after_start;
 };
 
 struct SlurmAttemptResult {

@@ -20,21 +20,29 @@ and should_stop() is never committed on a vote about the one before it.
 # (flags, subject), flags being the number of ranks behind [stop, writing, failed,
 # commit_failed]. The ranks count the same votes: each comes from one all-reduce of every rank.
 _counted = None
+# primus._runtime and primus.checkpoint, imported at the first vote (they import this module;
+# paper() runs at every step, where an import statement costs more than the vote itself).
+_modules = None
 
 
 def paper():
     """What this rank votes now, and about which save: ([stop, writing, failed,
     commit_failed], the checkpoint in flight or None)."""
-    from . import _runtime, checkpoint
+    global _modules
+    if _modules is None:
+        from . import _runtime, checkpoint
 
-    return ([1 if _runtime.stop_requested() else 0, *checkpoint._vote_flags()],
+        _modules = (_runtime, checkpoint)
+    runtime, checkpoint = _modules
+    writing, failed, commit_failed = checkpoint._vote_flags()
+    return ([0 if runtime._stop_signal is None else 1, writing, failed, commit_failed],
             checkpoint._in_flight)
 
 
 def counted(flags, subject):
-    """Called at the end of a synchronising backward pass with the summed flags."""
+    """Called at the end of a synchronising backward pass with the summed flags (ints)."""
     global _counted
-    _counted = ([int(flag) for flag in flags], subject)
+    _counted = (flags, subject)
 
 
 def take():

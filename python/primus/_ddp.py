@@ -151,26 +151,38 @@ def _last_gradient_hook(wrapped):
     engine = torch.autograd.Variable._execution_engine
     ddp_ref = weakref.ref(wrapped)
     world_size = dist.get_world_size(wrapped.process_group)
+    perf_counter, paper, counted = time.perf_counter, _ballot.paper, _ballot.counted
+    gradient_waited = _control.gradient_waited
+    # What summed() reports, set by the hook: [ready time, the ballot or None, its subject]. One
+    # backward pass at a time per model: the next hook runs after this pass's callbacks.
+    pass_state = [0.0, None, None]
+
+    def summed():
+        ready, ballot, subject = pass_state
+        gradient_waited(perf_counter() - ready)
+        if ballot is not None:
+            # The reducer averaged: the ranks behind each flag are the mean times the world.
+            counted([round(mean * world_size) for mean in ballot.grad.tolist()], subject)
+
+    def queue_summed():
+        engine.queue_callback(summed)
 
     def hook(grad):  # noqa: ARG001 (the gradient stays as it is)
-        ready = time.perf_counter()
+        pass_state[0] = perf_counter()
         ddp = ddp_ref()
-        ballot = subject = None
         if ddp is not None and ddp._primus_voting:
             ddp._primus_voting = False
             ballot = ddp._primus_ballot
-            flags, subject = _ballot.paper()
+            flags, pass_state[2] = paper()
+            pass_state[1] = ballot
             ballot.grad = None
             # The ballot's own gradient accumulation runs the reducer's hook: ready to reduce.
-            torch.autograd.backward([ballot], [torch.tensor(flags, dtype=ballot.dtype)])
-
-        def summed():
-            _control.gradient_waited(time.perf_counter() - ready)
-            if ballot is not None:
-                # The reducer averaged: the ranks behind each flag are the mean times the world.
-                _ballot.counted([round(mean * world_size) for mean in ballot.grad.tolist()],
-                                subject)
-
-        engine.queue_callback(lambda: engine.queue_callback(summed))
+            # (The engine's call itself: torch.autograd.backward's checks of its arguments cost
+            # as much as the rest.)
+            engine.run_backward((ballot,), (torch.tensor(flags, dtype=ballot.dtype),), False,
+                                False, (), allow_unreachable=True, accumulate_grad=True)
+        else:
+            pass_state[1] = pass_state[2] = None
+        engine.queue_callback(queue_summed)
 
     return hook

@@ -22,6 +22,7 @@ EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
 _lock = threading.Lock()
 _job = None
 _stop_signal = None  # the number of the first stop signal received, or None
+_checkpoint = None  # primus.checkpoint once should_stop() imported it
 _comm = None  # the primus.comm communicator that agrees on stops (world size > 1)
 
 
@@ -235,14 +236,13 @@ def should_stop(samples=None):
     signal goes to primus-launch, which orders a checkpoint of every rank (see
     primus.data.Dataset.checkpoint_due()); should_stop() is True, with no collective, once this
     rank saved that stop's checkpoint."""
-    count = _sample_count(samples)
+    count = 0 if samples is None else _sample_count(samples)
     job = init(torch=False) if _job is None else _job
     _control.step_done(_stop_signal, count)
     _gpu.note_device()
     if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
         return _control.data_stop_saved()
-    from . import checkpoint
-
+    checkpoint = _checkpoint_module()
     if job.world_size == 1:
         checkpoint._agreed(*checkpoint._vote_flags(), subject=checkpoint._in_flight)
         return _stop_signal is not None
@@ -254,12 +254,24 @@ def should_stop(samples=None):
         import numpy as np
 
         paper, subject = _ballot.paper()
-        flags = np.array(paper, dtype=np.int32)
+        summed = np.array(paper, dtype=np.int32)
         started = time.perf_counter()
-        _communicator().allreduce(flags, op="max")
+        _communicator().allreduce(summed, op="max")
         _control.agreement_waited(time.perf_counter() - started)
-    checkpoint._agreed(*(int(flag) for flag in flags[1:]), subject=subject)
-    return bool(flags[0])
+        flags = [int(flag) for flag in summed]
+    checkpoint._agreed(flags[1], flags[2], flags[3], subject=subject)
+    return flags[0] != 0
+
+
+def _checkpoint_module():
+    """primus.checkpoint (which imports this module), imported once: should_stop() runs at
+    every step."""
+    global _checkpoint
+    if _checkpoint is None:
+        from . import checkpoint
+
+        _checkpoint = checkpoint
+    return _checkpoint
 
 
 def agree(ok):

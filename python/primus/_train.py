@@ -119,11 +119,16 @@ def _scheduler(lr_scheduler, optimizer):
 def _collate(batch, device):
     from torch.utils.data import default_collate
 
-    if not batch or not all(isinstance(s, (tuple, list)) and len(s) == 2 for s in batch):
-        kind = type(batch[0]).__name__ if batch else "an empty share"
+    # The first sample stands for the batch (a sample of another kind further on fails in
+    # default_collate); this runs at every step.
+    first = batch[0] if batch else None
+    if not isinstance(first, (tuple, list)) or len(first) != 2:
+        kind = type(first).__name__ if batch else "an empty share"
         raise TypeError(f"primus.train: every sample must be (input, target); got {kind} "
                         "(give primus.data.Dataset a decode=... that returns the pair)")
     inputs, targets = default_collate(batch)
+    if device == "cpu":
+        return inputs, targets
     return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
 
 

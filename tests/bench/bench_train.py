@@ -22,7 +22,8 @@ CPU time of all ranks per step over the same steps (every thread of every rank: 
 sharing 2 cores it is what a step costs, and it moves much less from run to run than the
 wall-clock rate does).
 Exits 1 when the goal is missed or a run failed. Usage: bench_train.py BUILD_DIR
-Environment: PRIMUS_BENCH_TRAIN_PAIRS (5), PRIMUS_BENCH_TRAIN_RECORDS (4096),
+Environment: PRIMUS_BENCH_TRAIN_PAIRS (10: with 5, the median moved from 0.885 to 1.028 between
+runs of the same code; docs/performance.md), PRIMUS_BENCH_TRAIN_RECORDS (4096),
 PRIMUS_BENCH_TRAIN_EPOCHS (6), PRIMUS_BENCH_TRAIN_CHECKPOINT_EVERY (100)."""
 
 import json
@@ -106,7 +107,7 @@ def spread(values, scale=1.0, fmt="{:.1f}"):
 
 def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    pairs = int(os.environ.get("PRIMUS_BENCH_TRAIN_PAIRS", "5"))
+    pairs = int(os.environ.get("PRIMUS_BENCH_TRAIN_PAIRS", "10"))
     records = int(os.environ.get("PRIMUS_BENCH_TRAIN_RECORDS", "4096"))
     epochs = int(os.environ.get("PRIMUS_BENCH_TRAIN_EPOCHS", "6"))
     world = 8

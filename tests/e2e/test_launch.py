@@ -196,7 +196,8 @@ def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overla
         f"primus-launch --primus-job-dir={work}/shell -- bash -c '{rank} shell'\n"
         "echo shell-exit=$?\n"
         f"srun --overlap -N1 -n1 primus-launch --primus-job-dir={work}/step -- bash -c '{rank} step'\n"
-        "echo step-exit=$?\n")
+        "echo step-exit=$?\n"
+        "echo job=$SLURM_JOB_ID\n")
     os.chmod(script, 0o755)
     if testbed.as_root:
         for path in (work, script):
@@ -208,6 +209,14 @@ def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overla
         assert f"{where}-exit=0" in out, out + res.stderr
         got = sorted(re.findall(rf"rank=(\d) world=(\d) node=(n\d) {where}", out))
         assert got == [("0", "3", "n1"), ("1", "3", "n1"), ("2", "3", "n2")], out
+    # The first launcher recorded its job directory, not the default one, in the job's Comment
+    # (once its ranks had started), so that `primus-launch status JOBID` finds it from anywhere.
+    job = re.search(r"job=(\d+)", out).group(1)
+    assert testbed.job(job).get("Comment") == f"primus-job-dir={work}/shell", testbed.job(job)
+    res = testbed.user_cmd([f"{prefix}/bin/primus-launch", "status", "--json", job],
+                           cwd=testbed.workdir)
+    status = json.loads(res.stdout)
+    assert status["state"] == "finished" and status["world_size"] == 3, status
 
 
 def test_under_salloc_a_launcher_killed_with_sigkill_leaves_no_rank_running(testbed, prefix):
