@@ -42,7 +42,7 @@ _last_step_at = None      # time.monotonic() of the last should_stop() call
 _last_step_time = None    # time.time() of the same call
 _step_durations = collections.deque(maxlen=_WINDOW)
 _agreement_waits = collections.deque(maxlen=_WINDOW)
-_gradient_wait = 0.0  # primus.ddp's first-bucket wait in the current step, added to its agreement
+_gradient_wait = None  # primus.ddp's gradient wait in this step (None: none), added to the agreement's
 _step_seconds = None      # the median step duration of the last window that had steps
 
 _beat_lock = threading.Lock()  # one heartbeat built at a time (the thread, and the goodbye's)
@@ -221,18 +221,21 @@ def resumed_at(step):
 
 
 def agreement_waited(seconds):
-    """Called by should_stop() with the time its agreement (the allreduce of the stop flag)
-    took on this rank.
+    """Called by should_stop() at every step with the time its agreement (the allreduce of the
+    stop flag) took on this rank, or None at a step without one (primus/_agreement.py).
 
     The launcher finds late ranks from these waits. The allreduce ends on every rank once the
     last rank has joined it, so a rank waits there for the ranks that come after it: the last to
     arrive waits least, the others about as much longer as it came later. With the medians over
     a window, lateness_r = (median over the ranks of wait) - wait_r is how much later than the
-    typical rank rank r arrives, whatever the network's own share of the wait."""
+    typical rank rank r arrives, whatever the network's own share of the wait. Under primus.ddp
+    the step's gradient wait is added, and a step without an agreement counts with that wait
+    alone."""
     global _gradient_wait
     with _stats_lock:
-        _agreement_waits.append(seconds + _gradient_wait)
-        _gradient_wait = 0.0
+        if seconds is not None or _gradient_wait is not None:
+            _agreement_waits.append((seconds or 0.0) + (_gradient_wait or 0.0))
+        _gradient_wait = None
 
 
 def gradient_waited(seconds):
@@ -242,7 +245,7 @@ def gradient_waited(seconds):
     two waits of a step are added."""
     global _gradient_wait
     with _stats_lock:
-        _gradient_wait += seconds
+        _gradient_wait = (_gradient_wait or 0.0) + seconds
 
 
 def add_samples(count):

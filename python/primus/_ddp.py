@@ -27,18 +27,14 @@ rank computed its last gradient, and a callback of the autograd engine, queued b
 reducer's own end-of-backward callback (which waits for the all-reduce), notes when the
 gradients were summed (docs/architecture.md, "The monitor").
 
-The same hook casts should_stop()'s vote (primus/_ballot.py): the reducer gets a four-element
-tensor of primus's besides the model's parameters, the hook sets its gradient to this rank's
-stop and checkpoint flags, and the gradients' all-reduce sums them with the rest, so that
-should_stop() needs no all-reduce of its own. Only where reading the sum costs nothing: a model
-on the CPU (on a GPU, reading it would make the host wait for the backward pass at every step),
-without find_unused_parameters (whose reducer would take the tensor for an unused parameter)
-and without TORCH_DISTRIBUTED_DEBUG (which checks that the reducer's parameters are the
-model's). Elsewhere should_stop() keeps its own all-reduce.
+should_stop()'s agreement is its own all-reduce every few steps (primus/_agreement.py). It
+rode the gradients' all-reduce at every step before (a tensor of primus's among the reducer's
+parameters, whose gradient the hook set to this rank's flags through a nested backward pass):
+that cost primus.ddp about 110 us per rank and step, 2 % of the CNN example's step here, where
+an agreement every half second costs a few microseconds a step (docs/performance.md).
 """
 
 import time
-import weakref
 
 _stable_class = None
 
@@ -70,7 +66,7 @@ def ddp(model, **kwargs):
     wrapped = _stable_buckets_class()(model, **kwargs)
     last = next((p for p in model.parameters() if p.requires_grad), None)
     if last is not None:
-        last.register_hook(_last_gradient_hook(wrapped))
+        last.register_hook(_last_gradient_hook())
     return wrapped
 
 
@@ -80,33 +76,17 @@ def _stable_buckets_class():
     if _stable_class is not None:
         return _stable_class
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel.distributed import _find_tensors
 
     class StableBucketsDDP(torch.nn.parallel.DistributedDataParallel):
         _primus_rebuild_pending = True
-        _primus_ballot = None  # should_stop()'s vote among the reducer's parameters, or None
-        _primus_voting = False  # the backward pass of the last forward pass votes
-
-        def _build_params_for_reducer(self):
-            parameters, sparse = super()._build_params_for_reducer()
-            if (parameters and not self.find_unused_parameters
-                    and all(p.device.type == "cpu" for p in parameters)
-                    and dist.get_debug_level() == dist.DebugLevel.OFF):
-                self._primus_ballot = torch.zeros(4, dtype=torch.float32, requires_grad=True)
-                return [*parameters, self._primus_ballot], [*sparse, False]
-            return parameters, sparse
 
         def forward(self, *inputs, **kwargs):
-            synchronises = torch.is_grad_enabled() and self.require_backward_grad_sync
-            # The reducer waits for the ballot's gradient at every synchronising backward pass
-            # (the rehearsal's too): the hook on the first parameter casts it.
-            self._primus_voting = synchronises and self._primus_ballot is not None
-            if self._primus_rebuild_pending and synchronises:
+            if (self._primus_rebuild_pending and torch.is_grad_enabled()
+                    and self.require_backward_grad_sync):
                 self._primus_rebuild_pending = False
                 if not self.find_unused_parameters:
                     self._rehearse(inputs, kwargs)
-                    self._primus_voting = self._primus_ballot is not None
             return super().forward(*inputs, **kwargs)
 
         def _rehearse(self, inputs, kwargs):
@@ -135,54 +115,31 @@ def _stable_buckets_class():
     return _stable_class
 
 
-def _last_gradient_hook(wrapped):
+def _last_gradient_hook():
     """The hook on the parameter whose gradient the backward pass computes last (the model's
-    first). It runs as the backward pass reaches that parameter: it casts should_stop()'s vote
-    when this pass votes, and queues the end of the gradient wait's timer. The autograd engine
-    runs its final callbacks in the order they were queued, including those queued by a
-    callback: queued from a callback, the timer's end runs after DDP's reducer queued its end
-    of backward (whether the reducer did so before this hook or after it), which waits for the
-    gradients' all-reduce and copies the sums into the gradients, the ballot's included."""
+    first). It runs as the backward pass reaches that parameter and queues the end of the
+    gradient wait's timer. The autograd engine runs its final callbacks in the order they were
+    queued, including those queued by a callback: queued from a callback, the timer's end runs
+    after DDP's reducer queued its end of backward (whether the reducer did so before this hook
+    or after it), which waits for the gradients' all-reduce."""
     import torch
-    import torch.distributed as dist
 
-    from . import _ballot, _control
+    from . import _control
 
     engine = torch.autograd.Variable._execution_engine
-    ddp_ref = weakref.ref(wrapped)
-    world_size = dist.get_world_size(wrapped.process_group)
-    perf_counter, paper, counted = time.perf_counter, _ballot.paper, _ballot.counted
-    gradient_waited = _control.gradient_waited
-    # What summed() reports, set by the hook: [ready time, the ballot or None, its subject]. One
-    # backward pass at a time per model: the next hook runs after this pass's callbacks.
-    pass_state = [0.0, None, None]
+    perf_counter, gradient_waited = time.perf_counter, _control.gradient_waited
+    # When this rank computed its last gradient. One backward pass at a time per model: the
+    # next hook runs after this pass's callbacks.
+    ready = [0.0]
 
     def summed():
-        ready, ballot, subject = pass_state
-        gradient_waited(perf_counter() - ready)
-        if ballot is not None:
-            # The reducer averaged: the ranks behind each flag are the mean times the world.
-            counted([round(mean * world_size) for mean in ballot.grad.tolist()], subject)
+        gradient_waited(perf_counter() - ready[0])
 
     def queue_summed():
         engine.queue_callback(summed)
 
     def hook(grad):  # noqa: ARG001 (the gradient stays as it is)
-        pass_state[0] = perf_counter()
-        ddp = ddp_ref()
-        if ddp is not None and ddp._primus_voting:
-            ddp._primus_voting = False
-            ballot = ddp._primus_ballot
-            flags, pass_state[2] = paper()
-            pass_state[1] = ballot
-            ballot.grad = None
-            # The ballot's own gradient accumulation runs the reducer's hook: ready to reduce.
-            # (The engine's call itself: torch.autograd.backward's checks of its arguments cost
-            # as much as the rest.)
-            engine.run_backward((ballot,), (torch.tensor(flags, dtype=ballot.dtype),), False,
-                                False, (), allow_unreachable=True, accumulate_grad=True)
-        else:
-            pass_state[1] = pass_state[2] = None
+        ready[0] = perf_counter()
         engine.queue_callback(queue_summed)
 
     return hook

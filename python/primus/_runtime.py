@@ -5,7 +5,7 @@ SIGTERM and the warning signal (PRIMUS_PREEMPT_SIGNAL, default USR2) mean the sa
 save at the next step boundary and exit with EXIT_PREEMPTED (PRIMUS_EXIT_PREEMPTED, 75). The
 handlers only raise a flag, so a signal that arrives during a save (a second SIGTERM) never
 interrupts it. should_stop(), called by every rank once per step, agrees on the flag through
-primus.comm, so that every rank stops at the same step.
+primus.comm every few steps (primus/_agreement.py), so that every rank stops at the same step.
 """
 
 import atexit
@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import _ballot, _control, _env, _gpu
+from . import _agreement, _control, _env, _gpu
 
 EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
 
@@ -24,6 +24,12 @@ _job = None
 _stop_signal = None  # the number of the first stop signal received, or None
 _checkpoint = None  # primus.checkpoint once should_stop() imported it
 _comm = None  # the primus.comm communicator that agrees on stops (world size > 1)
+# should_stop()'s agreement (primus/_agreement.py): the calls since the last one and the steps
+# it fixed until the next (every rank counts alike), when it ended, and the interval.
+_calls_since_agreement = 0
+_steps_agreed = 1
+_agreed_at = None
+_stop_interval = None
 
 
 class Job:
@@ -162,10 +168,11 @@ def init(torch=True):
     importable, initialises torch.distributed (gloo, or nccl with CUDA) for a world above one.
     In a plain `python script.py` it is a world of one, with ./primus-local as the job
     directory."""
-    global _job
+    global _job, _stop_interval
     with _lock:
         if _job is not None:
             return _job
+        _stop_interval = _agreement.interval_seconds()
         if "PRIMUS_ENV_VERSION" not in os.environ and "RANK" in os.environ:
             print("primus: warning: RANK is set but PRIMUS_ENV_VERSION is not: the variables "
                   "did not come from the Primus plugin or primus-launch", file=sys.stderr)
@@ -219,12 +226,14 @@ def _sample_count(samples):
 def should_stop(samples=None):
     """True on every rank at the same step once any rank received a stop signal. Every rank
     calls it once per training step, after training on the step's batch. The ranks agree
-    through a max-allreduce of a few flags through primus.comm (nothing in a world of one), or,
-    for a model under primus.ddp on the CPU, through the step's gradient all-reduce, which
-    carries the same flags as they stood when the backward pass reached the model's first
-    parameter (a stop signal that arrives after that is agreed on at the next step). The same
-    agreement commits an asynchronous checkpoint.save() once every rank has written its file:
-    no other collective is needed for it (a failed write or commit raises here, on every rank).
+    through a max-allreduce of a few flags through primus.comm (nothing in a world of one), not
+    at every call but every few steps, about every PRIMUS_STOP_INTERVAL seconds (0.5 by
+    default; 0: at every step): each agreement fixes, on every rank alike, how many calls come
+    before the next one, so a stop lands up to about that long after its signal
+    (primus/_agreement.py). The same agreement commits an asynchronous checkpoint.save() once
+    every rank has written its file, and while such a save is in flight the ranks agree at
+    every call: no other collective is needed for it (a failed write or commit raises here, on
+    every rank).
 
     `samples`: the number of samples (records) this rank trained on in the step, for the
     monitor's throughput, when the batches do not come from primus.data (which counts its own
@@ -236,6 +245,7 @@ def should_stop(samples=None):
     signal goes to primus-launch, which orders a checkpoint of every rank (see
     primus.data.Dataset.checkpoint_due()); should_stop() is True, with no collective, once this
     rank saved that stop's checkpoint."""
+    global _calls_since_agreement, _steps_agreed, _agreed_at
     count = 0 if samples is None else _sample_count(samples)
     job = init(torch=False) if _job is None else _job
     _control.step_done(_stop_signal, count)
@@ -246,19 +256,26 @@ def should_stop(samples=None):
     if job.world_size == 1:
         checkpoint._agreed(*checkpoint._vote_flags(), subject=checkpoint._in_flight)
         return _stop_signal is not None
-    counted = _ballot.take()
-    if counted is not None:  # primus.ddp's gradient all-reduce carried the vote (_ballot.py)
-        flags, subject = counted
-        _control.agreement_waited(0.0)
-    else:
-        import numpy as np
+    _calls_since_agreement += 1
+    # While a save waits for its commit the ranks agree at every step, so that it commits as
+    # soon as every rank has written its file.
+    if _calls_since_agreement < _steps_agreed and not checkpoint._awaits_agreement():
+        _control.agreement_waited(None)
+        return False
+    import numpy as np
 
-        paper, subject = _ballot.paper()
-        summed = np.array(paper, dtype=np.int32)
-        started = time.perf_counter()
-        _communicator().allreduce(summed, op="max")
-        _control.agreement_waited(time.perf_counter() - started)
-        flags = [int(flag) for flag in summed]
+    started = time.perf_counter()
+    proposal = _agreement.steps_to_propose(
+        _stop_interval, None if _agreed_at is None else started - _agreed_at,
+        _calls_since_agreement)
+    paper, subject = _agreement.paper()
+    # The maximum of the flags, and of minus the proposals: the fewest steps any rank proposed.
+    summed = np.array([*paper, -proposal], dtype=np.int32)
+    _communicator().allreduce(summed, op="max")
+    _agreed_at = time.perf_counter()
+    _control.agreement_waited(_agreed_at - started)
+    flags = [int(flag) for flag in summed]
+    _calls_since_agreement, _steps_agreed = 0, -flags[4]
     checkpoint._agreed(flags[1], flags[2], flags[3], subject=subject)
     return flags[0] != 0
 

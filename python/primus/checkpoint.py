@@ -16,7 +16,8 @@ after primus.init()).
 
 An asynchronous save (blocking=False) with the default agreement is also committed by
 primus.should_stop(): its all-reduce carries whether every rank has finished writing, and the
-first should_stop() after the last rank finished commits it, with no collective of its own.
+first of its agreements (every few steps) after the last rank finished commits it, with no
+collective of its own.
 """
 
 import concurrent.futures
@@ -99,7 +100,7 @@ class PendingSave:
 
     def done(self):
         """Whether the background write has finished (the commit still needs wait(), or a
-        should_stop() after every rank finished)."""
+        should_stop() agreement after every rank finished)."""
         return not self._thread.is_alive()
 
     def committed(self):
@@ -136,7 +137,7 @@ class PendingSave:
 def _vote_flags():
     """What this rank says in should_stop()'s all-reduce about the save in flight: [writing
     (its file is not written yet), failed (writing it failed), commit_failed (rank 0: the last
-    commit that should_stop() made failed)]. Their maximum or sum over the ranks goes to
+    commit that should_stop() made failed)]. Their maximum over the ranks goes to
     _agreed()."""
     pending = _in_flight
     writing = failed = 0
@@ -148,8 +149,15 @@ def _vote_flags():
     return [writing, failed, int(_commit_failure is not None)]
 
 
+def _awaits_agreement():
+    """Whether a save waits for should_stop()'s agreement to commit it (the same on every rank:
+    saves are collective, and so are their commits)."""
+    pending = _in_flight
+    return pending is not None and pending._by_should_stop
+
+
 def _agreed(writing, failed, commit_failed, subject):
-    """After should_stop()'s agreement on _vote_flags() (the maximum or the sum over the ranks;
+    """After should_stop()'s agreement on _vote_flags() (the maximum over the ranks;
     `subject`: the save in flight when the flags were taken): raises on every rank once rank 0
     reported a failed commit; commits the save in flight once no rank is writing it, if it is
     the one the flags were about (every rank saved the same step and holds it in flight: saves

@@ -51,11 +51,12 @@ def test_the_uninterrupted_cnn_job_reads_every_record_once_per_epoch(reference):
 def test_preempted_while_a_checkpoint_is_written_it_resumes_bitwise_equal(
         testbed, prefix, dataset, reference):
     """The step-10 checkpoint takes 4 s longer to write (in the background), and rank 0 waits
-    after step 11: the preemption comes while that write is in flight. Step 12's backward pass
-    carries the stop (should_stop()'s vote rides the gradients' all-reduce), and the stop
-    commits step 10 first, then saves step 12, within GraceTime."""
+    in step 11 for the stop signal: the preemption comes while that write is in flight. Step
+    11's should_stop() agrees on the stop (PRIMUS_STOP_INTERVAL=0: the ranks agree at every
+    step, so that the test knows the step), which commits step 10 first, then saves step 11,
+    within GraceTime."""
     run = CnnJob(testbed, prefix, "cnn-preempt-writing", dataset)
-    run.submit(sbatch="-p low --requeue", env="SLOW_WRITE=4 PAUSE_AT=11")
+    run.submit(sbatch="-p low --requeue", env="SLOW_WRITE=4 PAUSE_AT=11 PRIMUS_STOP_INTERVAL=0")
     try:
         run.wait_step(11)
         assert run.checkpoint_started(10)
@@ -65,17 +66,17 @@ def test_preempted_while_a_checkpoint_is_written_it_resumes_bitwise_equal(
     finally:
         testbed.cancel(run.job)
     assert run.final() == reference.final()
-    assert run.stopped_at() == [12], run.output()[-3000:]
+    assert run.stopped_at() == [11], run.output()[-3000:]
     events = run.events()
     order = [(e["event"], e["details"].get("step")) for e in events if e["allocation"] == 0
              and e["event"] in ("checkpoint-started", "checkpoint-committed", "stop-requested")]
     assert order == [("checkpoint-started", "10"), ("stop-requested", None),
-                     ("checkpoint-committed", "10"), ("checkpoint-started", "12"),
-                     ("checkpoint-committed", "12")], order
+                     ("checkpoint-committed", "10"), ("checkpoint-started", "11"),
+                     ("checkpoint-committed", "11")], order
     resuming = [e["details"]["step"] for e in events if e["event"] == "resuming"]
-    assert resuming == ["12"], events
+    assert resuming == ["11"], events
     chain = run.exactly_once()
-    assert chain[12]["run"] != chain[13]["run"], "step 13 is the resumed run's"
+    assert chain[11]["run"] != chain[12]["run"], "step 12 is the resumed run's"
 
 
 def test_ranks_that_ignore_the_signal_are_killed_after_gracetime_and_resume_bitwise_equal(
@@ -115,7 +116,7 @@ def test_ranks_that_ignore_the_signal_are_killed_after_gracetime_and_resume_bitw
 def test_preempted_at_a_step_that_is_no_checkpoint_step_it_saves_there(
         testbed, prefix, dataset, reference):
     run = CnnJob(testbed, prefix, "cnn-preempt-between", dataset)
-    run.submit(sbatch="-p low --requeue", env="PAUSE_AT=17")
+    run.submit(sbatch="-p low --requeue", env="PAUSE_AT=17 PRIMUS_STOP_INTERVAL=0")
     try:
         run.wait_step(17)
         preempt(testbed, run)
@@ -123,10 +124,10 @@ def test_preempted_at_a_step_that_is_no_checkpoint_step_it_saves_there(
         assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
     finally:
         testbed.cancel(run.job)
-    # Preempted after step 17: step 18's backward pass carries the stop.
-    assert run.stopped_at() == [18], run.output()[-3000:]
+    # Preempted in step 17, whose should_stop() agrees on the stop (at every step here).
+    assert run.stopped_at() == [17], run.output()[-3000:]
     assert run.final() == reference.final()
-    assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == ["18"]
+    assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == ["17"]
     run.exactly_once()
 
 
@@ -145,13 +146,13 @@ def test_a_rank_that_crashes_restarts_from_the_checkpoint_and_ends_bitwise_equal
 
 def test_a_requeued_job_given_fewer_nodes_finishes_reading_every_record_once(
         testbed, prefix, dataset):
-    """Preempted after step 14 (stopping after step 15), then, while pending, shrunk to 2
-    nodes and 4 ranks: the job
+    """Preempted in step 14 (stopping after it: PRIMUS_STOP_INTERVAL=0), then, while pending,
+    shrunk to 2 nodes and 4 ranks: the job
     resumes at 4 ranks from the 8-rank checkpoint and continues the same global order. Its bits
     differ from the 8-rank run's (the gradients of 8 shares are summed in another order than
     those of 4), so the check is the data: every record exactly once per epoch."""
     run = CnnJob(testbed, prefix, "cnn-fewer-nodes", dataset)
-    run.submit(sbatch="-p low --requeue", env="PAUSE_AT=14")
+    run.submit(sbatch="-p low --requeue", env="PAUSE_AT=14 PRIMUS_STOP_INTERVAL=0")
     try:
         run.wait_step(14)
         preempt(testbed, run)
@@ -165,6 +166,6 @@ def test_a_requeued_job_given_fewer_nodes_finishes_reading_every_record_once(
     launched = [e["details"] for e in run.events() if e["event"] == "launched"]
     assert [d["ranks"] for d in launched] == ["8", "4"], launched
     chain = run.exactly_once()
-    assert {len(chain[s]["ranks"]) for s in range(1, 16)} == {8}
-    assert {len(chain[s]["ranks"]) for s in range(16, EPOCHS * STEPS_PER_EPOCH + 1)} == {4}
+    assert {len(chain[s]["ranks"]) for s in range(1, 15)} == {8}
+    assert {len(chain[s]["ranks"]) for s in range(15, EPOCHS * STEPS_PER_EPOCH + 1)} == {4}
     assert not job_processes(run.job)

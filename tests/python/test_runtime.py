@@ -127,6 +127,9 @@ def test_a_plain_script_is_a_world_of_one_with_primus_local(tmp_path):
 def launch(workdir, out, stop_at=None, options=(), nproc=2, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["OUT"] = str(out)
+    # should_stop() agrees at every step: these runs are a few dozen short steps, which would
+    # end before an agreement at the default interval took the stop.
+    env["PRIMUS_STOP_INTERVAL"] = "0"
     env.update({k: str(v) for k, v in extra.items()})
     env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     if stop_at is not None:
@@ -400,8 +403,9 @@ def test_should_stop_commits_an_asynchronous_save_once_every_rank_wrote_it(tmp_p
     fails the test: should_stop()'s all-reduce commits it on every rank at the same call, after
     several calls. A failed write (rank 2) raises there on every rank and commits nothing; a
     failed commit (rank 0) raises at the next should_stop() on every rank."""
-    results = plain_ranks(3, FOLDED_SAVE.format(mode=mode),
-                          lambda rank: {"PRIMUS_CKPT_DIR": str(tmp_path / "ckpt")})
+    results = plain_ranks(3, FOLDED_SAVE.format(mode=mode),  # an agreement at every step
+                          lambda rank: {"PRIMUS_CKPT_DIR": str(tmp_path / "ckpt"),
+                                        "PRIMUS_STOP_INTERVAL": "0"})
     reports = []
     for code, out, err in results:
         assert code == 0, err
@@ -423,7 +427,7 @@ def test_should_stop_commits_an_asynchronous_save_once_every_rank_wrote_it(tmp_p
         assert [r["latest"] for r in reports] == [None] * 3
 
 
-BALLOT = """
+EVERY_FEW_STEPS = """
 import json, os, signal, time
 import torch
 import primus
@@ -459,57 +463,75 @@ class Writer:  # rank 1 writes slowly
 _ckpt.RankWriter = Writer
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-net = primus.ddp(model, find_unused_parameters={unused})
+net = primus.ddp(model)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 x = torch.randn(6, 4, generator=torch.Generator().manual_seed(job.rank))
 y = torch.tensor([0, 1, 0, 1, 0, 1])
 pending, committed, stopped_at = None, {{}}, None
+in_flight, free = [], []  # the all-reduces of each call with a save in flight, and without
 for step in range(1, 200):
     optimizer.zero_grad()
     loss = torch.nn.functional.cross_entropy(net(x), y)
     if step == 120 and job.rank == 2:
-        os.kill(os.getpid(), signal.SIGTERM)  # this rank alone: the others hear it in the vote
+        os.kill(os.getpid(), signal.SIGTERM)  # this rank alone: the others hear it agreeing
     loss.backward()
     optimizer.step()
     time.sleep(0.01)
     if step in (3, 60):
         pending, saved = checkpoint.save({{"model": model.state_dict()}}, step,
                                          blocking=False), step
+    awaiting, before = checkpoint._awaits_agreement(), len(own_allreduces)
     stop = primus.should_stop()
+    (in_flight if awaiting else free).append(len(own_allreduces) - before)
     if pending is not None and pending.committed():
         committed[saved], pending = step, None
     if stop:
         stopped_at = step
         break
 print(json.dumps({{"stopped_at": stopped_at, "own_allreduces": len(own_allreduces),
+                  "in_flight": in_flight, "free": free, "signalled": primus.stop_requested(),
                   "committed": committed, "latest": checkpoint.latest_step(),
                   "model_keys": sorted(model.state_dict()), "ddp_keys": sorted(net.state_dict())}}))
 """
 
 
-@pytest.mark.parametrize("unused", [False, True])
-def test_under_primus_ddp_should_stop_agrees_through_the_gradient_all_reduce(tmp_path, unused):
-    """Three ranks train under primus.ddp and call should_stop() after every step; rank 2 alone
-    receives SIGTERM before step 120's backward pass, and saves of steps 3 and 60 are committed
-    by should_stop() (rank 1 writes each for 0.3 s longer). On the CPU the vote rides the
-    gradients' all-reduce: not one all-reduce of should_stop()'s own, and still every rank
-    stops after step 120 and commits each save at the same step, once rank 1 finished writing
-    it. The save of step 60 starts after that step's vote, which was about no save at all: it
-    must not be committed on that vote. With find_unused_parameters=True (no vote in the
-    gradients) should_stop() all-reduces at every step, with the same outcome. The ballot is
-    no part of the model's or the DDP module's state."""
+@pytest.mark.parametrize("interval", ["0", "0.1"])
+def test_should_stop_agrees_every_few_steps_and_every_rank_stops_and_commits_alike(tmp_path,
+                                                                                   interval):
+    """Three ranks train under primus.ddp, a step taking at least 10 ms, and call should_stop()
+    after every step; rank 2 alone receives SIGTERM in step 120, and saves of steps 3 and 60
+    are committed by should_stop() (rank 1 writes each for 0.3 s longer). With
+    PRIMUS_STOP_INTERVAL=0 the ranks agree at every step and stop after step 120. With 0.1 s
+    they agree about every 10 steps, each agreement fixing how many steps come before the next
+    (at most 0.1 s of 10 ms steps: 10), except while a save is in flight, when they agree at
+    every step: far fewer all-reduces, yet every rank stops after the same step, at most 9
+    steps after the signal, and commits each save at the same step, once rank 1 has finished
+    writing it. Nothing of the agreement is in the model's or the DDP module's state."""
     pytest.importorskip("torch", reason="torch is not installed for this Python")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    results = plain_ranks(3, BALLOT.format(unused=unused), lambda rank: {
-        "PRIMUS_CKPT_DIR": str(tmp_path / "ckpt"), "MASTER_PORT": str(port)})
+    results = plain_ranks(3, EVERY_FEW_STEPS.format(), lambda rank: {
+        "PRIMUS_CKPT_DIR": str(tmp_path / "ckpt"), "MASTER_PORT": str(port),
+        "PRIMUS_STOP_INTERVAL": interval})
     reports = []
     for code, out, err in results:
         assert code == 0, err
         reports.append(json.loads(out.splitlines()[-1]))
-    assert [r["stopped_at"] for r in reports] == [120] * 3, reports
-    assert [r["own_allreduces"] for r in reports] == [120 if unused else 0] * 3, reports
+    stopped_at = reports[0]["stopped_at"]
+    assert [r["stopped_at"] for r in reports] == [stopped_at] * 3, reports
+    assert [r["signalled"] for r in reports] == [False, False, True], reports
+    allreduces = reports[0]["own_allreduces"]
+    assert [r["own_allreduces"] for r in reports] == [allreduces] * 3, reports
+    assert all(r["in_flight"] == reports[0]["in_flight"] and r["free"] == reports[0]["free"]
+               for r in reports), reports
+    in_flight, free = reports[0]["in_flight"], reports[0]["free"]
+    assert len(in_flight) > 30 and set(in_flight) == {1}, reports  # 0.3 s of writing, twice
+    if interval == "0":
+        assert stopped_at == 120 and allreduces == 120, reports
+    else:
+        assert 120 <= stopped_at <= 129, reports
+        assert set(free) == {0, 1} and len(free) / 20 < sum(free) < len(free) / 3, reports
     committed = reports[0]["committed"]
     assert all(r["committed"] == committed for r in reports), reports
     # 0.3 s of rank 1's writing is many 10 ms steps.
@@ -519,3 +541,24 @@ def test_under_primus_ddp_should_stop_agrees_through_the_gradient_all_reduce(tmp
     keys = reports[0]["model_keys"]
     assert keys == ["0.bias", "0.weight", "2.bias", "2.weight"], keys
     assert reports[0]["ddp_keys"] == [f"module.{k}" for k in keys], reports[0]
+
+
+def test_the_steps_between_agreements_fill_the_interval_within_bounds(monkeypatch):
+    """primus/_agreement.py: a rank proposes the steps that fill PRIMUS_STOP_INTERVAL at the
+    pace of its last steps, between 1 and MAX_STEPS; a bad interval is an error naming it."""
+    from primus import _agreement
+
+    propose = _agreement.steps_to_propose
+    assert propose(0.5, None, 0) == 1  # no agreement yet
+    assert propose(0.5, 0.25, 5) == 10  # 50 ms steps
+    assert propose(0.5, 0.3, 1) == 1  # steps slower than the interval
+    assert propose(0.0, 0.001, 10) == 1  # 0: at every step
+    assert propose(0.5, 0.001, 10) == _agreement.MAX_STEPS  # 100 us steps: capped
+    monkeypatch.delenv("PRIMUS_STOP_INTERVAL", raising=False)
+    assert _agreement.interval_seconds() == 0.5
+    monkeypatch.setenv("PRIMUS_STOP_INTERVAL", "0.05")
+    assert _agreement.interval_seconds() == 0.05
+    for bad in ("-1", "soon", "nan", "1e9"):
+        monkeypatch.setenv("PRIMUS_STOP_INTERVAL", bad)
+        with pytest.raises(ValueError, match="PRIMUS_STOP_INTERVAL: expected seconds"):
+            _agreement.interval_seconds()

@@ -56,8 +56,10 @@ def cnn_data(tmp_path_factory):
 
 
 def launch(workdir, data, run, nproc=2, **extra):
+    # should_stop() agrees at every step (PRIMUS_STOP_INTERVAL=0): the tests name the step a
+    # stop lands on, and these runs are too short for an agreement every half second.
     env = environment(PRIMUS_DATA=f"{data}/*.tfrecord", EPOCHS=EPOCHS, OUT=workdir / "final.json",
-                      TRACE=workdir / "trace", TRACE_RUN=run, **extra)
+                      TRACE=workdir / "trace", TRACE_RUN=run, PRIMUS_STOP_INTERVAL=0, **extra)
     (workdir / "trace").mkdir(parents=True, exist_ok=True)
     return subprocess.run([LAUNCHER, "--nproc", str(nproc), "--", sys.executable, str(HARNESS)],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
@@ -246,9 +248,9 @@ def test_workers_in_a_plain_script_runs_it_again_as_that_many_ranks(tmp_path):
 
 def test_the_cnn_example_stopped_twice_ends_bitwise_equal_and_reads_every_record_once(
         tmp_path, cnn_data):
-    """Uninterrupted against: a stop signal after step 13 (checkpoints every 10), which stops
-    the ranks after step 14, then one after step 21, which stops them after step 22 while the
-    step-20 checkpoint is still being written (slow writes), then the rest."""
+    """Uninterrupted against: a stop signal in step 13 (checkpoints every 10), which stops the
+    ranks after step 13, then one in step 21, which stops them after step 21 while the step-20
+    checkpoint is still being written (slow writes), then the rest."""
     needs_launcher()
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     first = launch(whole, cnn_data, "whole")
@@ -264,26 +266,26 @@ def test_the_cnn_example_stopped_twice_ends_bitwise_equal_and_reads_every_record
     two = launch(stopped, cnn_data, "b", STOP_AT=21, SLOW_WRITE=1, STEP_SLEEP=0.05,
                  CKPT_EVENTS=stopped / "ckpt-events")
     assert two.returncode == 75, two.stderr[-3000:]
-    # The signal after step 13 is agreed on in step 14's backward pass: the stop saves 14.
-    assert "resumed at step 14" in two.stdout + two.stderr
+    # The signal in step 13 is agreed on at that step's should_stop(): the stop saves 13.
+    assert "resumed at step 13" in two.stdout + two.stderr
     events = [json.loads(line) for line in
               (stopped / "primus-local" / "events.jsonl").read_text().splitlines()]
     second = [(e["event"], e["details"]["step"]) for e in events
               if e["allocation"] == 1 and e["event"].startswith("checkpoint-")]
-    # The stop at 22 came while step 20 was being written: 20 commits, then 22 is saved.
+    # The stop at 21 came while step 20 was being written: 20 commits, then 21 is saved.
     assert second == [("checkpoint-started", "20"), ("checkpoint-committed", "20"),
-                      ("checkpoint-started", "22"), ("checkpoint-committed", "22")], second
+                      ("checkpoint-started", "21"), ("checkpoint-committed", "21")], second
     assert not (stopped / "final.json").exists()
     three = launch(stopped, cnn_data, "c")
     assert three.returncode == 0, three.stderr[-3000:]
-    assert "resumed at step 22" in three.stdout + three.stderr
+    assert "resumed at step 21" in three.stdout + three.stderr
     assert json.loads((stopped / "final.json").read_text()) == reference
     chain = train_oracle.check_exactly_once(train_oracle.read_trace(stopped / "trace"), RECORDS,
                                             EPOCHS, STEPS_PER_EPOCH)
-    # The final model descends from a's steps 1-14, b's 15-22 and c's from 23 on.
+    # The final model descends from a's steps 1-13, b's 14-21 and c's from 22 on.
     assert {step: entry["run"].split("/")[0] for step, entry in chain.items()} == {
-        **{s: "a" for s in range(1, 15)}, **{s: "b" for s in range(15, 23)},
-        **{s: "c" for s in range(23, EPOCHS * STEPS_PER_EPOCH + 1)}}
+        **{s: "a" for s in range(1, 14)}, **{s: "b" for s in range(14, 22)},
+        **{s: "c" for s in range(22, EPOCHS * STEPS_PER_EPOCH + 1)}}
 
 
 def test_the_oracle_catches_a_record_read_twice_and_a_step_taken_from_a_dead_run():

@@ -7,13 +7,14 @@ TRACE=DIR: every rank appends one JSON line per step to DIR/rank-R.jsonl: the ru
 SLURM_RESTART_COUNT, PRIMUS_LAUNCH_RESTARTS), its resume step, the step, the epoch and the
 numbers of the records it trained on (from the records themselves, not from the plan).
 STOP_AT=S: after step S rank 0 sends SIGTERM to its parent (primus-launch, as a preemption would
-reach it) and waits until the signal comes back; the next step's backward pass carries the
-stop (should_stop()'s vote rides primus.ddp's all-reduce), and the ranks stop after step S + 1.
+reach it) and waits until the signal comes back; with PRIMUS_STOP_INTERVAL=0 (an agreement at
+every step) that step's should_stop() agrees on the stop, and the ranks stop after step S.
 STEP_SLEEP=seconds per step. PROGRESS=FILE:
 rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
 after step S, once. IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
 PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
-to 2 minutes), so that a preemption sent meanwhile stops the job after step S + 1.
+to 2 minutes), so that a preemption sent meanwhile stops the job after step S (with
+PRIMUS_STOP_INTERVAL=0).
 CKPT_EVENTS=FILE: rank 0 appends 'started STEP' when it starts a checkpoint. SLOW_WRITE=seconds:
 every rank's file of an asynchronous checkpoint takes that much longer to write (in the
 background), so that a stop can be sent while a save is in flight.
@@ -115,8 +116,8 @@ def main():
             print(f"rank {job.rank}: failing at step {info.step}", flush=True)
             os._exit(3)
         if info.step == pause_at and job.rank == 0 and resume is None:
-            # The others wait for rank 0 in the next step's first collective; that step's
-            # backward pass carries the stop: the ranks stop after step pause_at + 1.
+            # The others wait for rank 0 in this step's should_stop() (with
+            # PRIMUS_STOP_INTERVAL=0): the ranks stop after step pause_at.
             for _ in range(1200):
                 if primus.stop_requested():
                     break

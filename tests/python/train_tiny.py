@@ -6,7 +6,7 @@ optimizer state as hex into $OUT.
 
 STOP_AT=S: at step S, before its backward pass, rank 0 sends SIGTERM to its parent
 (primus-launch), as a preemption would reach the launcher; the launcher forwards it to every
-rank, and the ranks stop after step S.
+rank, and the ranks stop after step S (with PRIMUS_STOP_INTERVAL=0; else at the next agreement).
 For the testbed's scenarios: STEP_SLEEP=seconds per step; PROGRESS=FILE: rank 0 writes the
 step it reached there; FAIL_AT=S (with FAIL_RANK, default 1, and FAIL_MARKER=FILE): that rank
 exits 3 at step S once (the marker says it did); FAIL_NODE=NODE (with FAIL_AT=S): on that node
@@ -111,8 +111,8 @@ def main():
         loss = torch.nn.functional.cross_entropy(ddp(x[index]), y[index])
         if step + 1 == stop_at and job.rank == 0:
             # As a preemption reaches primus-launch; it forwards the signal to every rank. Wait
-            # for it to come back before the backward pass, which carries should_stop()'s vote
-            # under primus.ddp: the ranks stop at this very step.
+            # for it to come back: with PRIMUS_STOP_INTERVAL=0 (an agreement at every step) the
+            # ranks stop at this very step.
             os.kill(os.getppid(), signal.SIGTERM)
             for _ in range(500):
                 if primus.stop_requested():
