@@ -30,6 +30,7 @@ _calls_since_agreement = 0
 _steps_agreed = 1
 _agreed_at = None
 _stop_interval = None
+_dynamic = False  # --primus-data-mode=dynamic (PRIMUS_DATA_MODE, read at init())
 
 
 class Job:
@@ -168,11 +169,12 @@ def init(torch=True):
     importable, initialises torch.distributed (gloo, or nccl with CUDA) for a world above one.
     In a plain `python script.py` it is a world of one, with ./primus-local as the job
     directory."""
-    global _job, _stop_interval
+    global _job, _stop_interval, _dynamic
     with _lock:
         if _job is not None:
             return _job
         _stop_interval = _agreement.interval_seconds()
+        _dynamic = os.environ.get("PRIMUS_DATA_MODE") == "dynamic"
         if "PRIMUS_ENV_VERSION" not in os.environ and "RANK" in os.environ:
             print("primus: warning: RANK is set but PRIMUS_ENV_VERSION is not: the variables "
                   "did not come from the Primus plugin or primus-launch", file=sys.stderr)
@@ -249,11 +251,13 @@ def should_stop(samples=None):
     count = 0 if samples is None else _sample_count(samples)
     job = init(torch=False) if _job is None else _job
     _control.step_done(_stop_signal, count)
-    _gpu.note_device()
-    if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
+    # (Each step costs a few µs here: right after a training step all of this runs cold.)
+    if _dynamic:
+        _gpu.note_device()
         return _control.data_stop_saved()
     checkpoint = _checkpoint_module()
     if job.world_size == 1:
+        _gpu.note_device()
         checkpoint._agreed(*checkpoint._vote_flags(), subject=checkpoint._in_flight)
         return _stop_signal is not None
     _calls_since_agreement += 1
@@ -262,6 +266,7 @@ def should_stop(samples=None):
     if _calls_since_agreement < _steps_agreed and not checkpoint._awaits_agreement():
         _control.agreement_waited(None)
         return False
+    _gpu.note_device()  # the heartbeats' GPU: once torch.cuda is initialised, any step will do
     import numpy as np
 
     started = time.perf_counter()
