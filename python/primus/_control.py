@@ -193,10 +193,12 @@ def heartbeat():
     send(message)
 
 
-def step_done(stop_signal, samples=0):
+def step_done(stop_signal, samples=0, agreeing=True):
     """Called by should_stop() once per step, as it is entered: counts the step and its
-    samples, times it, and reports a stop signal once."""
-    global _steps, _samples, _last_step_at, _last_step_time
+    samples, times it, and reports a stop signal once. agreeing=False: the step has no
+    agreement, and counts with its gradient wait alone (what agreement_waited(None) does, in
+    the same call: should_stop() runs at every step)."""
+    global _steps, _samples, _last_step_at, _last_step_time, _gradient_wait
     now = time.monotonic()
     with _stats_lock:
         if _last_step_at is not None:
@@ -205,7 +207,11 @@ def step_done(stop_signal, samples=0):
         _last_step_time = time.time()
         _steps += 1
         _samples += samples
-    report_stop_signal(stop_signal)
+        if not agreeing and _gradient_wait is not None:
+            _agreement_waits.append(_gradient_wait)
+            _gradient_wait = None
+    if stop_signal is not None:
+        report_stop_signal(stop_signal)
 
 
 def resumed_at(step):
@@ -221,8 +227,9 @@ def resumed_at(step):
 
 
 def agreement_waited(seconds):
-    """Called by should_stop() at every step with the time its agreement (the allreduce of the
-    stop flag) took on this rank, or None at a step without one (primus/_agreement.py).
+    """Called by should_stop() at a step with an agreement (primus/_agreement.py) with the
+    time it took on this rank (the allreduce of the stop flag), or None at a step without one
+    (step_done(agreeing=False) does that in its own call).
 
     The launcher finds late ranks from these waits. The allreduce ends on every rank once the
     last rank has joined it, so a rank waits there for the ranks that come after it: the last to

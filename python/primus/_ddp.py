@@ -25,7 +25,9 @@ monitor instead times the gradient all-reduce's wait on the backward pass's own 
 hook on the parameter that the backward pass reaches last (the model's first) notes when this
 rank computed its last gradient, and a callback of the autograd engine, queued behind the
 reducer's own end-of-backward callback (which waits for the all-reduce), notes when the
-gradients were summed (docs/architecture.md, "The monitor").
+gradients were summed (docs/architecture.md, "The monitor"). It times a pass at most every
+GRADIENT_WAIT_EVERY seconds (every pass of steps longer than that): the monitor wants the
+waits' median, which a sample gives as well, and the callbacks cost about 10 us a step.
 
 should_stop()'s agreement is its own all-reduce every few steps (primus/_agreement.py). It
 rode the gradients' all-reduce at every step before (a tensor of primus's among the reducer's
@@ -37,6 +39,10 @@ an agreement every half second costs a few microseconds a step (docs/performance
 import time
 
 _stable_class = None
+# The gradient wait is timed at most this often (seconds): the monitor takes a median of the
+# waits, which a sample of the steps gives as well as all of them, and the timer's two
+# autograd-engine callbacks cost about 10 us of CPU a step (docs/performance.md).
+GRADIENT_WAIT_EVERY = 0.1
 
 
 def ddp(model, **kwargs):
@@ -117,7 +123,8 @@ def _stable_buckets_class():
 
 def _last_gradient_hook():
     """The hook on the parameter whose gradient the backward pass computes last (the model's
-    first). It runs as the backward pass reaches that parameter and queues the end of the
+    first). It runs as the backward pass reaches that parameter and, at most every
+    GRADIENT_WAIT_EVERY seconds (every step of steps that long), queues the end of the
     gradient wait's timer. The autograd engine runs its final callbacks in the order they were
     queued, including those queued by a callback: queued from a callback, the timer's end runs
     after DDP's reducer queued its end of backward (whether the reducer did so before this hook
@@ -128,9 +135,10 @@ def _last_gradient_hook():
 
     engine = torch.autograd.Variable._execution_engine
     perf_counter, gradient_waited = time.perf_counter, _control.gradient_waited
-    # When this rank computed its last gradient. One backward pass at a time per model: the
-    # next hook runs after this pass's callbacks.
-    ready = [0.0]
+    # When this rank computed its last gradient, and when the next pass is timed (the first
+    # pass is). One backward pass at a time per model: the next hook runs after this pass's
+    # callbacks.
+    ready, next_timed = [0.0], [0.0]
 
     def summed():
         gradient_waited(perf_counter() - ready[0])
@@ -139,7 +147,11 @@ def _last_gradient_hook():
         engine.queue_callback(summed)
 
     def hook(grad):  # noqa: ARG001 (the gradient stays as it is)
-        ready[0] = perf_counter()
+        now = perf_counter()
+        if now < next_timed[0]:
+            return
+        next_timed[0] = now + GRADIENT_WAIT_EVERY
+        ready[0] = now
         engine.queue_callback(queue_summed)
 
     return hook

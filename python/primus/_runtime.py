@@ -250,22 +250,26 @@ def should_stop(samples=None):
     global _calls_since_agreement, _steps_agreed, _agreed_at
     count = 0 if samples is None else _sample_count(samples)
     job = init(torch=False) if _job is None else _job
+    # Each call costs microseconds here: right after a training step all of this runs cold, so
+    # a step without an agreement makes as few calls as it can (one into _control).
+    checkpoint = _checkpoint or _checkpoint_module()
+    if job.world_size > 1 and not _dynamic:
+        _calls_since_agreement += 1
+        # While a save waits for its commit the ranks agree at every step, so that it commits
+        # as soon as every rank has written its file (checkpoint._awaits_agreement()).
+        pending = checkpoint._in_flight
+        if _calls_since_agreement < _steps_agreed and (pending is None
+                                                        or not pending._by_should_stop):
+            _control.step_done(_stop_signal, count, agreeing=False)
+            return False
     _control.step_done(_stop_signal, count)
-    # (Each step costs a few µs here: right after a training step all of this runs cold.)
     if _dynamic:
         _gpu.note_device()
         return _control.data_stop_saved()
-    checkpoint = _checkpoint_module()
     if job.world_size == 1:
         _gpu.note_device()
         checkpoint._agreed(*checkpoint._vote_flags(), subject=checkpoint._in_flight)
         return _stop_signal is not None
-    _calls_since_agreement += 1
-    # While a save waits for its commit the ranks agree at every step, so that it commits as
-    # soon as every rank has written its file.
-    if _calls_since_agreement < _steps_agreed and not checkpoint._awaits_agreement():
-        _control.agreement_waited(None)
-        return False
     _gpu.note_device()  # the heartbeats' GPU: once torch.cuda is initialised, any step will do
     import numpy as np
 

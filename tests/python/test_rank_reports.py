@@ -229,6 +229,53 @@ def test_under_primus_ddp_a_rank_slow_before_its_backward_pass_is_seen_late():
     assert beats[1]["wait_seconds"] < 0.1, beats
 
 
+def test_primus_ddp_times_the_gradient_wait_at_most_every_tenth_of_a_second():
+    """The timer's callbacks cost CPU at every step they run: fast steps are sampled, at most
+    one every GRADIENT_WAIT_EVERY seconds (the first step always), while with the spacing at 0
+    every step is timed; what is timed waits for the next should_stop() (the heartbeat's
+    waits)."""
+    pytest.importorskip("torch")
+    import socket
+
+    script = ("import json, os, time, torch, primus\n"
+              "from primus import _control, _ddp\n"
+              "timed = []\n"
+              "real = _control.gradient_waited\n"
+              "def counted(seconds):\n"
+              "    timed.append(seconds)\n"
+              "    real(seconds)\n"
+              "_control.gradient_waited = counted\n"
+              "_ddp.GRADIENT_WAIT_EVERY = float(os.environ['WAIT_EVERY'])\n"
+              "def main():\n"
+              "    primus.init()\n"
+              "    torch.set_num_threads(1)\n"
+              "    model = primus.ddp(torch.nn.Linear(8, 2))\n"
+              "    x = torch.randn(4, 8)\n"
+              "    began = time.perf_counter()\n"
+              "    for step in range(40):\n"
+              "        model(x).sum().backward()\n"
+              "    elapsed = time.perf_counter() - began\n"
+              "    print(json.dumps({'timed': len(timed), 'elapsed': elapsed, 'sum': sum(timed),\n"
+              "                      'pending': _control._gradient_wait}))\n"
+              "main()\n")
+    for every in ("0.1", "0"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            master_port = s.getsockname()[1]
+        results = plain_ranks(2, script, lambda rank: {"LOCAL_RANK": str(rank), "WAIT_EVERY": every,
+                                                       "MASTER_PORT": str(master_port)})
+        for code, out, err in results:
+            assert code == 0, err
+            got = json.loads(out.splitlines()[-1])
+            if every == "0":
+                assert got["timed"] == 41, got  # and the rehearsal's pass (the first forward)
+            else:
+                assert 1 <= got["timed"] <= 1 + got["elapsed"] / 0.1, got
+                assert got["timed"] < 40, got  # 40 such steps take far less than 4 s
+            # No should_stop() took them for a heartbeat: they add up, waiting for the next.
+            assert got["pending"] == pytest.approx(got["sum"]), got
+
+
 def test_should_stop_refuses_samples_that_are_not_a_count():
     for bad, error in ((-1, ValueError), (2.5, TypeError), (True, TypeError), ("8", TypeError)):
         with pytest.raises(error, match=r"should_stop\(samples=\.\.\.\)"):
