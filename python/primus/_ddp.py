@@ -18,10 +18,12 @@ example's throughput at 8 ranks on this machine's two cores; tests/bench/bench_t
 find_unused_parameters=True stays available for models that need it: that reducer never
 rebuilds.
 
-The gradients are all-reduced by DDP's own C++ path: no communication hook. A Python hook (what
-primus.ddp had, to time the first bucket) runs Python on gloo's threads at every step, and cost
-about 3 % of the CPU of the CNN example's steps at 8 ranks on this machine's two cores. The
-monitor instead times the gradient all-reduce's wait on the backward pass's own thread: a tensor
+On the CPU the gradients are summed by primus.comm through a communication hook
+(primus/_grad_allreduce.py: fewer rounds than gloo's ring, on the calling thread, bitwise alike
+on every rank); a GPU model, NCCL, a process group of the caller's or allreduce="torch" keep
+DDP's own C++ path. No hook ever runs Python on gloo's threads: one that timed the first bucket
+there (what primus.ddp had) cost about 3 % of the CPU of the CNN example's steps at 8 ranks on
+this machine's two cores. The monitor instead times the gradient all-reduce's wait on the backward pass's own thread: a tensor
 hook on the parameter that the backward pass reaches last (the model's first) notes when this
 rank computed its last gradient, and a callback of the autograd engine, queued behind the
 reducer's own end-of-backward callback (which waits for the all-reduce), notes when the
@@ -45,13 +47,23 @@ _stable_class = None
 GRADIENT_WAIT_EVERY = 0.1
 
 
-def ddp(model, **kwargs):
+def ddp(model, *, allreduce="primus", **kwargs):
     """`model` wrapped in DistributedDataParallel for exact resumes (see the module's text); the
-    keyword arguments go to DistributedDataParallel. In a world of one (no torch.distributed
-    process group) the model comes back as it is. static_graph=True is refused: it lets the
-    reducer rebuild its buckets after the first step. Refused in the dynamic data mode, whose
-    ranks do not step together."""
+    other keyword arguments go to DistributedDataParallel. In a world of one (no
+    torch.distributed process group) the model comes back as it is. static_graph=True is
+    refused: it lets the reducer rebuild its buckets after the first step. Refused in the
+    dynamic data mode, whose ranks do not step together.
+
+    `allreduce`: "primus" (the default) sums the gradients of a CPU model on the default gloo
+    process group through primus.comm, faster than gloo and bitwise the same on every rank
+    (primus/_grad_allreduce.py; a GPU model, NCCL or a process_group of your own keep torch's
+    all-reduce); "torch" keeps torch's (for a communication hook of your own:
+    register_comm_hook takes one hook per model)."""
     import os
+
+    if allreduce not in ("primus", "torch"):
+        raise ValueError(f"primus.ddp: allreduce: expected 'primus' or 'torch', got "
+                         f"{allreduce!r}")
 
     if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
         raise RuntimeError("primus.ddp: --primus-data-mode=dynamic has no step that every rank "
@@ -70,6 +82,13 @@ def ddp(model, **kwargs):
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return model
     wrapped = _stable_buckets_class()(model, **kwargs)
+    if (allreduce == "primus" and kwargs.get("process_group") is None
+            and dist.get_backend() == "gloo"
+            and all(p.device.type == "cpu" for p in model.parameters())):
+        from ._grad_allreduce import GradientAllreduce
+
+        summer = GradientAllreduce(_runtime._communicator(), dist.get_world_size())
+        wrapped.register_comm_hook(None, summer.hook)
     last = next((p for p in model.parameters() if p.requires_grad), None)
     if last is not None:
         last.register_hook(_last_gradient_hook())

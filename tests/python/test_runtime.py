@@ -61,11 +61,114 @@ def test_primus_ddp_refuses_a_static_graph_and_is_the_model_in_a_world_of_one():
             "try:\n"
             "    primus.ddp(model, static_graph=True)\n"
             "except ValueError as e:\n"
-            "    print('refused', str(e).split(' lets ')[0])\n")
+            "    print('refused', str(e).split(' lets ')[0])\n"
+            "try:\n"
+            "    primus.ddp(model, allreduce='gloo')\n"
+            "except ValueError as e:\n"
+            "    print('refused', e)\n")
     result = run_python(code, {})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["True", "refused primus.ddp: static_graph=True"], \
-        result.stdout
+    assert result.stdout.splitlines() == [
+        "True", "refused primus.ddp: static_graph=True",
+        "refused primus.ddp: allreduce: expected 'primus' or 'torch', got 'gloo'"], result.stdout
+
+
+# Three ranks (not a power of two: primus.comm pairs ranks up first) train a model whose
+# gradients fill several DDP buckets (1.3 MB of them; 0.05 MB buckets after DDP's first of 1 MiB),
+# and one whose gradients fit one (0.3 MB, 25 MB buckets); each rank prints
+# the hash of its gradients after the backward pass, whether they are the mean of every rank's
+# own gradients (summed here in float64), how many allreduce calls primus.comm saw during the
+# backward passes, and whether primus.ddp's worker thread ran.
+_GRAD_SUM_SCRIPT = """import hashlib, os, sys, threading, numpy as np, torch, primus
+from primus import comm
+job = primus.init()
+torch.set_num_threads(1)
+calls = [0]
+real = comm.Communicator.allreduce
+def counted(self, data, op="sum"):
+    calls[0] += 1
+    return real(self, data, op)
+comm.Communicator.allreduce = counted
+def model(width):
+    torch.manual_seed(5)
+    return torch.nn.Sequential(torch.nn.Linear(40, 300), torch.nn.ReLU(), torch.nn.Linear(300, width),
+                               torch.nn.ReLU(), torch.nn.Linear(width, 3))
+torch.manual_seed(100 + job.rank)
+x = torch.randn(7, 40)
+c = primus._runtime._communicator()
+for width, cap in ((1000, 0.05), (200, 25)):
+    local = model(width)
+    local(x).square().mean().backward()
+    mine = torch.cat([p.grad.flatten() for p in local.parameters()]).double().numpy()
+    mean = c.allgather(mine.copy()).reshape(job.world_size, -1).sum(axis=0) / job.world_size
+    m = model(width)
+    net = primus.ddp(m, allreduce=os.environ["ALLREDUCE"], bucket_cap_mb=cap)
+    for step in range(2):  # the first forward pass is rehearsed; the second uses the rebuilt buckets
+        m.zero_grad(set_to_none=True)
+        before = calls[0]
+        net(x).square().mean().backward()
+        during = calls[0] - before
+    got = torch.cat([p.grad.flatten() for p in m.parameters()])
+    print(cap, hashlib.sha256(got.numpy().tobytes()).hexdigest()[:16],
+          bool(np.allclose(got.double().numpy(), mean, rtol=1e-5, atol=1e-7)), during,
+          any(t.name == "primus-grad-allreduce" for t in threading.enumerate()), flush=True)
+"""
+
+
+@pytest.mark.parametrize("allreduce", ["primus", "torch"])
+def test_primus_ddp_sums_cpu_gradients_through_primus_comm_alike_on_every_rank(allreduce):
+    """allreduce="primus" (the default): DDP's buckets of a CPU model are summed by primus.comm,
+    every bucket in one call, several small buckets through the worker thread in order, the
+    gradients the mean of the ranks' own and bitwise the same on every rank; "torch" leaves them
+    to gloo (primus.comm sees no call)."""
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        master_port = str(s.getsockname()[1])
+    results = plain_ranks(3, _GRAD_SUM_SCRIPT, lambda rank: {"MASTER_PORT": master_port,
+                                                             "ALLREDUCE": allreduce})
+    lines = []
+    for code, out, err in results:
+        assert code == 0, err
+        lines.append([line.split() for line in out.splitlines()])
+    for per_model in zip(*lines):
+        assert len({hash_ for _, hash_, *_ in per_model}) == 1, per_model  # the same bits
+        for cap, _, mean, during, thread in per_model:
+            assert mean == "True", per_model
+            if allreduce == "torch":
+                assert during == "0", per_model
+            elif cap == "25":  # one bucket: summed on the backward pass's thread, one call
+                assert during == "1", per_model
+            else:  # the middle layer's 1.2 MB closes the first bucket, the first layer's
+                assert int(during) >= 2, per_model  # fills another
+                assert thread == "True", per_model
+    if allreduce == "primus":
+        assert [line[4] for line in lines[0]] == ["True", "True"]  # started by the first model
+
+
+def test_a_rank_lost_during_primus_ddps_allreduce_fails_the_backward_pass_naming_it():
+    """The worker's or the inline sum's PeerFailure reaches the backward pass's thread: the
+    others' loss.backward() raises, naming the rank that went away, within the timeout."""
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    script = ("import os, torch, primus\n"
+              "job = primus.init()\n"
+              "torch.set_num_threads(1)\n"
+              "net = primus.ddp(torch.nn.Linear(4, 2))\n"
+              "net(torch.ones(3, 4)).sum().backward()\n"  # the rehearsed first step
+              "if job.rank == 1:\n"
+              "    os._exit(0)\n"
+              "try:\n"
+              "    net(torch.ones(3, 4)).sum().backward()\n"
+              "except RuntimeError as e:\n"
+              "    print('failed:', e)\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        master_port = str(s.getsockname()[1])
+    results = plain_ranks(2, script, lambda rank: {"MASTER_PORT": master_port,
+                                                   "PRIMUS_COLL_TIMEOUT": "20"})
+    code, out, err = results[0]
+    assert code == 0, err
+    assert out.startswith("failed:") and "rank 1" in out, out + err
 
 
 def test_primus_ddp_rehearses_its_first_step_without_a_trace(tmp_path):
@@ -527,8 +630,11 @@ def test_should_stop_agrees_every_few_steps_and_every_rank_stops_and_commits_ali
                for r in reports), reports
     in_flight, free = reports[0]["in_flight"], reports[0]["free"]
     assert len(in_flight) > 30 and set(in_flight) == {1}, reports  # 0.3 s of writing, twice
+    # The others are primus.ddp's gradient sums: one a step, and the rehearsed first step's.
+    agreements = sum(in_flight) + sum(free)
+    assert allreduces - agreements == stopped_at + 1, reports
     if interval == "0":
-        assert stopped_at == 120 and allreduces == 120, reports
+        assert stopped_at == 120 and agreements == 120, reports
     else:
         assert 120 <= stopped_at <= 129, reports
         assert set(free) == {0, 1} and len(free) / 20 < sum(free) < len(free) / 3, reports
