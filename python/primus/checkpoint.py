@@ -104,7 +104,10 @@ class PendingSave:
         return not self._thread.is_alive()
 
     def committed(self):
-        """Whether wait() or should_stop() has committed it (or found that it failed)."""
+        """Whether wait() or should_stop() has committed it (or found that it failed). After
+        should_stop() on a rank other than 0 it means that the commit was decided: rank 0
+        writes it right after that agreement, and the next should_stop() confirms it to every
+        rank (or raises rank 0's failure), so only then does latest_step() see it there."""
         return self._done
 
     def wait(self):

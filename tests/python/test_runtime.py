@@ -490,9 +490,10 @@ try:
         if calls > 500:
             break
         time.sleep(0.01)
-    if mode == "commit-fails":
-        primus.should_stop()
-        calls += 1
+    # Rank 0 commits right after the agreement that decided it; the next agreement tells every
+    # rank that it did (or raises its failure): only then is it visible to every rank.
+    primus.should_stop()
+    calls += 1
 except Exception as e:
     error = f"{{type(e).__name__}}: {{e}}"
 print(json.dumps({{"calls": calls, "error": error, "latest": checkpoint.latest_step()}}))
@@ -504,8 +505,9 @@ def test_should_stop_commits_an_asynchronous_save_once_every_rank_wrote_it(tmp_p
     """Three ranks save step 5 asynchronously (rank 1's write takes 0.5 s) and call only
     should_stop() until the save is committed; the save's own agreement is replaced by one that
     fails the test: should_stop()'s all-reduce commits it on every rank at the same call, after
-    several calls. A failed write (rank 2) raises there on every rank and commits nothing; a
-    failed commit (rank 0) raises at the next should_stop() on every rank."""
+    several calls, and it is visible to every rank after the next call. A failed write (rank 2)
+    raises there on every rank and commits nothing; a failed commit (rank 0) raises at the next
+    should_stop() on every rank."""
     results = plain_ranks(3, FOLDED_SAVE.format(mode=mode),  # an agreement at every step
                           lambda rank: {"PRIMUS_CKPT_DIR": str(tmp_path / "ckpt"),
                                         "PRIMUS_STOP_INTERVAL": "0"})
