@@ -2,7 +2,8 @@
 """Counts the test results of every suite of scripts/test and prints one line per suite and the
 total 'N passed, N failed, N skipped'; exits 1 when anything failed.
 
-Arguments: NAME=PATH ..., where PATH is one of
+Arguments: [--seconds NAME=N ...] NAME=PATH ..., where N is how long suite NAME took (printed
+in its line), and PATH is one of
 - a file NAME.status holding PASS, FAIL or SKIP: a single check;
 - a directory that scripts/test filled for a suite:
     exit-status   the exit status of `make check` or pytest (required);
@@ -184,17 +185,39 @@ def count_suite(name, where, counts):
                     "result failed (a build error, a collection error or a crash of the harness)")
 
 
+def parse_args(argv):
+    """(suites as [(name, path)], {name: seconds}); exits 2 on a malformed argument."""
+    suites, seconds = [], {}
+    args = iter(argv)
+    for arg in args:
+        if arg == "--seconds":
+            name, _, value = next(args, "").partition("=")
+            if not name or not value.isdigit():
+                sys.exit("count-results.py: --seconds: expected NAME=SECONDS")
+            seconds[name] = int(value)
+            continue
+        name, sep, where = arg.partition("=")
+        if not name or not sep or not where:
+            sys.exit(f"count-results.py: '{arg}': expected NAME=PATH")
+        suites.append((name, where))
+    return suites, seconds
+
+
 def main(argv):
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
     expected = load_expected_skips(Path(os.environ.get("PRIMUS_EXPECTED_SKIPS", EXPECTED_SKIPS)))
+    suites, seconds = parse_args(argv)
     total = [0, 0, 0]
     notes = []
-    for arg in argv:
-        name, _, where = arg.partition("=")
+    if not suites:
+        total[1] += 1
+        notes.append("  (no suite): FAIL nothing was run, so nothing passed")
+    for name, where in suites:
         counts = Counts(ci, expected)
         count_suite(name, Path(where), counts)
+        took = f"{seconds[name]:6d} s" if name in seconds else ""
         print(f"  {name:<28} {counts.passed:5d} passed {counts.failed:5d} failed "
-              f"{counts.skipped:5d} skipped")
+              f"{counts.skipped:5d} skipped {took}".rstrip())
         notes += [f"  {name}: {note}" for note in counts.notes]
         total[0] += counts.passed
         total[1] += counts.failed
