@@ -118,10 +118,10 @@ background_builds() {
 # background_wait: waits for the background builds and prints what they said.
 background_wait() {
   [[ -n $background_pid ]] || return 0
-  step "waiting for the builds beside the end-to-end tests"
+  step "waiting for the test builds (background)"
   wait "$background_pid"
   background_pid=""
-  sed 's/^=== /=== (beside the end-to-end tests) /' "$results/background-build.log"
+  sed 's/^=== /=== (background) /' "$results/background-build.log"
 }
 
 # built SUITE: whether SUITE's background build succeeded; files it as the check build-SUITE,
