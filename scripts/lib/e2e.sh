@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # the caller sets the variables named below
 # scripts/lib/e2e.sh: the end-to-end suites against the Slurm testbed, and what scripts/test
 # prints when one fails (sourced by scripts/test, after results.sh).
 #

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # the caller sets the variables named below
 # scripts/lib/make-suites.sh: the suites that `make check` runs, built and run in two halves so
 # that scripts/test can compile one build while the end-to-end tests run (sourced by
 # scripts/test, after results.sh).
@@ -130,6 +131,7 @@ built() {
   local status
   status=$(cat "$results/$1-build.status" 2>/dev/null)
   record "build-$1" "${status:-FAIL}"
-  suite_seconds[build-$1]=$(cat "$results/$1-build.seconds" 2>/dev/null || echo 0)
+  # shellcheck disable=SC2034  # read by finish (results.sh)
+  suite_seconds["build-$1"]=$(cat "$results/$1-build.seconds" 2>/dev/null || echo 0)
   [[ $status == PASS ]]
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # the caller sets the variables named below
 # scripts/lib/results.sh: the suites of one scripts/test run, their times, its closing count and
 # exit status, and CI's verdict on its output (sourced by scripts/test, .ci/run and
 # tests/tools/test-results.test).
