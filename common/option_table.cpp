@@ -67,6 +67,11 @@ const std::vector<OptionSpec>& option_table() {
        "primus-launch: end the attempt when a rank's steps (or its heartbeats) stop advancing "
        "for SECONDS, naming that rank (then restart it under --primus-max-restarts). Only ranks "
        "that report through the primus package are watched."},
+      {"primus-stop-grace", "PRIMUS_STOP_GRACE", "stop_grace", "SECONDS", OptionArg::kRequired,
+       OptionScope::kUser, "", "120", validators::seconds,
+       "primus-launch: after asking the ranks to stop (a signal on one machine, primus-launch "
+       "stop under Slurm), SIGKILL those still running SECONDS later. A stop that Slurm began "
+       "(preemption, the time limit) ends by Slurm's own deadlines: GraceTime, the time limit."},
       {"primus-spare-nodes", "PRIMUS_SPARE_NODES", "", "K", OptionArg::kRequired,
        OptionScope::kUser, "", "0", validators::spare_nodes,
        "primus-launch: run the ranks on K nodes fewer than the job holds (submit with --no-kill "

@@ -111,6 +111,9 @@ std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bo
   report.exception = text_field(object, "exception");
   report.message = text_field(object, "message");
   report.where = text_field(object, "where");
+  if (const auto peer = count_field(object, "peer"); peer && *peer <= UINT32_MAX) {
+    report.peer = static_cast<std::uint32_t>(*peer);
+  }
   report.reason = text_field(object, "reason");
   report.steps = count_field(object, "steps");
   if (!report.steps) report.steps = count_field(object, "step");

@@ -12,7 +12,8 @@
 //              (primus.log; a value is a number or "NaN", "+Inf", "-Inf")
 //   event      {"type": "event", "event": "stop-signal" | "checkpoint-started" |
 //               "checkpoint-committed", "step": n[, "path": ..., "signal": ...]}
-//   exception  {"type": "exception", "exception": "ValueError", "message": ..., "where": ...}
+//   exception  {"type": "exception", "exception": "ValueError", "message": ..., "where": ...
+//              [, "peer": r]}   (peer: the rank whose lost connection caused it)
 //   goodbye    {"type": "goodbye", "reason": ...}
 //   exit       {"type": "exit", "wait_status": n}   (the task wrapper: how its rank ended)
 //   data       {"type": "data", "op": ...}          (the dynamic split: data_tasks.hpp)
@@ -86,6 +87,9 @@ struct Report {
   std::string exception;
   std::string message;
   std::string where;
+  // The rank whose connection the reporting rank lost (a PeerFailure of primus.comm, in this
+  // exception or earlier): its failure caused this one.
+  std::optional<std::uint32_t> peer;
   // goodbye
   std::string reason;
   // exit

@@ -13,7 +13,9 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <set>
 
+#include "hang_watch.hpp"
 #include "primus/common/error.hpp"
 #include "primus/os/unique_fd.hpp"
 #include "rank_process.hpp"
@@ -60,9 +62,11 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
   }
 
   bool stopping_for_failure = false;
-  std::map<std::uint32_t, Clock::time_point> progress;  // ranks that report, for hangs
+  HangWatch watch(static_cast<std::uint32_t>(ranks.size()));  // --primus-hang-timeout
   std::map<std::uint32_t, std::uint64_t> steps;
+  std::set<std::uint32_t> ready_ranks;  // ranks whose primus.init() returned
   Clock::time_point kill_at = Clock::time_point::max();
+  Clock::time_point stop_deadline = Clock::time_point::max();
   Clock::time_point next_check = Clock::now() + std::chrono::seconds(1);
   auto signal_all = [&](int sig) {
     for (const RankProcess& rank : ranks) {
@@ -77,6 +81,8 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
                   setup.node,
                   {{"source", source}, {"forwarded", std::string("SIG") + sigabbrev_np(sig)}}});
     signal_all(sig);
+    stop_deadline = Clock::now() + setup.stop_grace;
+    kill_at = stop_deadline;
   };
   auto reap = [&] {
     for (;;) {
@@ -87,6 +93,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
                                    [&](const RankProcess& rank) { return rank.pid == pid; });
       if (it == ranks.end()) continue;  // the orphan guard, or a rank's orphan (subreaper)
       it->running = false;
+      watch.ended(it->number);
       if (setup.monitor != nullptr) setup.monitor->rank_ended(it->number, status);
       result.ends.push_back(
           {static_cast<int>(it->number), status, stopping_for_failure || result.stop_requested});
@@ -95,6 +102,15 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         stopping_for_failure = true;
         signal_all(SIGTERM);
         kill_at = Clock::now() + setup.grace;
+      } else if (status != 0 && result.stop_requested && !stopping_for_failure &&
+                 exit_code(status) != setup.preempted_status) {
+        // Killed by the stop before it was ready, or failed: the others cannot commit a
+        // checkpoint without it, and waiting for them would only reach the deadline.
+        std::cerr << "primus-launch: rank " << it->number << " ended with " << describe(status)
+                  << " during the stop"
+                  << (ready_ranks.count(it->number) != 0 ? "" : ", before it was ready")
+                  << "; ending the other ranks\n";
+        kill_at = Clock::now();
       }
     }
   };
@@ -114,15 +130,16 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         }
         break;
       case ReportKind::kHello:
-        if (r.attempt && *r.attempt == setup.attempt) progress[r.rank] = Clock::now();
+        if (r.attempt && *r.attempt == setup.attempt) watch.hello(r.rank, Clock::now());
         break;
       case ReportKind::kHeartbeat:
         if (r.steps && (steps.count(r.rank) == 0 || *r.steps > steps[r.rank])) {
           steps[r.rank] = *r.steps;
-          progress[r.rank] = Clock::now();
+          watch.advanced(r.rank, Clock::now());
         }
         break;
       case ReportKind::kEvent:
+        if (r.event == "ready" && !r.wrapper) ready_ranks.insert(r.rank);
         if (r.event == "stop-signal" && setup.data != nullptr && !stopping_for_failure) {
           send_data(setup.data->order_checkpoint(true));
         }
@@ -134,11 +151,12 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         }
         break;
       case ReportKind::kException:
+        if (r.peer && *r.peer != r.rank) result.lost_peers[r.rank] = *r.peer;
         std::cerr << "primus-launch: rank " << r.rank << " raised " << r.exception << ": "
                   << r.message << (r.where.empty() ? "" : " (" + r.where + ")") << "\n";
         break;
       case ReportKind::kGoodbye:
-        progress.erase(r.rank);
+        watch.goodbye(r.rank, Clock::now());  // exiting: it must end within the timeout
         if (setup.data != nullptr && !r.wrapper) send_data(setup.data->rank_gone(r.rank));
         break;
       default:
@@ -192,11 +210,11 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         forward_stop(SIGTERM, "primus-launch stop");
       }
       if (setup.hang_timeout && !result.stop_requested && !stopping_for_failure) {
-        if (const auto rank = hung_rank(progress, Clock::now(), *setup.hang_timeout)) {
+        if (const auto rank = watch.hung(Clock::now(), *setup.hang_timeout)) {
           result.hung = rank;
-          const auto seconds =
-              std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - progress[*rank])
-                  .count();
+          const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                                   Clock::now() - watch.since(*rank, Clock::now()))
+                                   .count();
           events.write({"hang",
                         *rank,
                         setup.node,
@@ -211,6 +229,14 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
       }
     }
     if (Clock::now() >= kill_at) {
+      const bool late =
+          result.stop_requested && !stopping_for_failure && Clock::now() >= stop_deadline;
+      if (late &&
+          std::any_of(ranks.begin(), ranks.end(), [](const RankProcess& r) { return r.running; })) {
+        std::cerr << "primus-launch: the ranks did not stop within "
+                  << std::chrono::duration_cast<std::chrono::seconds>(setup.stop_grace).count()
+                  << " s of the stop (--primus-stop-grace): killing them\n";
+      }
       signal_all(SIGKILL);
       kill_at = Clock::time_point::max();
     }
@@ -246,6 +272,12 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
   }
   for (int status = 0; ::waitpid(-1, &status, WNOHANG) > 0;) {
   }
+  if (setup.control != nullptr) {
+    for (const Report& r : setup.control->take())
+      handle(r);
+  }
+  for (RankEnd& end : result.ends)
+    end.ready = ready_ranks.count(static_cast<std::uint32_t>(end.rank)) != 0;
   return result;
 }
 

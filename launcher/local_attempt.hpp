@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,8 +34,11 @@ struct AttemptSetup {
   std::filesystem::path log_dir;               // logs/alloc-<a>/attempt-<k>
   bool label = false;
   std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
-  std::filesystem::path stop_request;  // checked every second; its appearance is a stop
-  std::string node;                    // for events
+  // After a stop is forwarded, until SIGKILL (--primus-stop-grace).
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(120)};
+  int preempted_status = kExitDefaultPreempted;  // --primus-exit-preempted
+  std::filesystem::path stop_request;            // checked every second; its appearance is a stop
+  std::string node;                              // for events
   // The control channel, where the ranks report (nullptr: supervised by exit status only), and
   // --primus-hang-timeout over what they report.
   ControlServer* control = nullptr;
@@ -51,6 +55,7 @@ struct AttemptResult {
   std::vector<RankEnd> ends;  // in the order the ranks ended
   bool stop_requested = false;
   std::optional<std::uint32_t> hung;  // the rank that hung, if the attempt ended for a hang
+  std::map<std::uint32_t, std::uint32_t> lost_peers;  // rank -> the peer it lost (its report)
 };
 
 // Signals that the caller blocked and that run_attempt reads (through a signalfd): SIGCHLD and

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 
@@ -26,30 +27,65 @@ std::string describe(int wait_status) {
   return "ended with wait status " + std::to_string(wait_status);
 }
 
+namespace {
+
+bool stopped_while_starting(const RankEnd& end, bool stop_requested) {
+  return stop_requested && end.after_stop_request && !end.ready && exit_code(end.wait_status) != 0;
+}
+
+}  // namespace
+
 Outcome judge(const std::vector<RankEnd>& ends, bool stop_requested, int preempted_status) {
   Outcome outcome;
   outcome.stop_requested = stop_requested;
-  bool any_stopped = false;
+  for (const RankEnd& end : ends) {
+    if (stopped_while_starting(end, stop_requested))
+      outcome.stopped_while_starting.push_back(end.rank);
+  }
+  const bool peer_lost_while_starting = !outcome.stopped_while_starting.empty();
+  bool any_stopped = peer_lost_while_starting;
   for (const RankEnd& end : ends) {
     const int code = exit_code(end.wait_status);
-    if (code == 0) continue;
+    if (code == 0 || stopped_while_starting(end, stop_requested)) continue;
     if (stop_requested && code == preempted_status) {
       any_stopped = true;
       continue;
     }
     // A rank the launcher stopped after another one failed is not a cause; under a stop
-    // request, a rank that did not stop as asked is one.
-    if (end.after_stop_request && !stop_requested) continue;
+    // request, a rank that did not stop as asked is one, unless a peer stopped while starting.
+    if (end.after_stop_request && (!stop_requested || peer_lost_while_starting)) continue;
     if (!outcome.cause) outcome.cause = end;
   }
   if (outcome.cause) {
     outcome.verdict = Verdict::kFailed;
+    outcome.stopped_while_starting.clear();
   } else if (any_stopped) {
     outcome.verdict = Verdict::kStopped;
   } else {
     outcome.verdict = Verdict::kFinished;
   }
   return outcome;
+}
+
+std::optional<int> blame_the_lost_peer(Outcome& outcome, const std::vector<RankEnd>& ends,
+                                       const std::map<std::uint32_t, std::uint32_t>& lost_peer) {
+  if (outcome.verdict != Verdict::kFailed || !outcome.cause || outcome.cause->rank < 0) {
+    return std::nullopt;
+  }
+  const int first = outcome.cause->rank;
+  for (std::size_t hops = 0; hops <= lost_peer.size(); ++hops) {
+    const auto it = lost_peer.find(static_cast<std::uint32_t>(outcome.cause->rank));
+    if (it == lost_peer.end() || static_cast<int>(it->second) == outcome.cause->rank) break;
+    const int peer = static_cast<int>(it->second);
+    const auto end =
+        std::find_if(ends.begin(), ends.end(), [&](const RankEnd& e) { return e.rank == peer; });
+    if (end != ends.end() && exit_code(end->wait_status) == 0) break;  // it finished
+    // A peer with no end reported: its node went, or its report did not come; its status is
+    // unknown (1).
+    outcome.cause = end != ends.end() ? *end : RankEnd{peer, 1 << 8, false, false};
+  }
+  if (outcome.cause->rank == first) return std::nullopt;
+  return first;
 }
 
 Decision decide(const Outcome& outcome, std::uint32_t restarts_done, std::uint32_t max_restarts,

@@ -26,6 +26,9 @@ struct RankEnd {
   // The launcher had already asked the ranks to stop (after another rank failed, or for a
   // stop): this end is a consequence, not a cause.
   bool after_stop_request = false;
+  // The rank had said it was ready (primus.init() returned: its "ready" event) before it
+  // ended. A rank that never calls primus.init() is never ready.
+  bool ready = false;
 };
 
 // The exit status a shell would show for it: the code, or 128 + the signal.
@@ -43,11 +46,29 @@ struct Outcome {
   Verdict verdict = Verdict::kFinished;
   std::optional<RankEnd> cause;  // kFailed: the first rank that failed
   bool stop_requested = false;   // a stop was forwarded during the attempt
+  // kStopped: ranks that ended, after the stop, before they were ready (docs/architecture.md,
+  // "Preemption and requeue", rule 3): the attempt saved nothing, since no commit can
+  // happen without every rank.
+  std::vector<int> stopped_while_starting;
 };
 
-// `ends` in the order the ranks ended. stop_requested: the launcher forwarded a stop (signal
-// or stop request) to the ranks during the attempt. preempted_status: --primus-exit-preempted.
+// `ends` in the order the ranks ended. stop_requested: a stop (a signal, a stop request) reached
+// the ranks during the attempt, not one that the launcher sent after a failure.
+// preempted_status: --primus-exit-preempted.
+//
+// Under a stop, a rank that stopped as asked exits with preempted_status; a rank that ended
+// after the stop before it was ready (killed by the signal while it imported torch, or failed
+// because a peer was) stopped while starting: neither is a cause, and once any rank stopped
+// while starting, the failures of the others after the stop are its consequences (their
+// collectives lost a peer). A ready rank that ended otherwise under a stop is the cause.
 Outcome judge(const std::vector<RankEnd>& ends, bool stop_requested, int preempted_status);
+
+// A rank whose failure came from losing its connection to a peer (its exception report named
+// the peer: `lost_peer`, rank -> peer) is not the root cause when that peer failed too, or
+// never reported how it ended: the peer is, following such reports from rank to rank. Returns
+// the rank first blamed when the blame moved.
+std::optional<int> blame_the_lost_peer(Outcome& outcome, const std::vector<RankEnd>& ends,
+                                       const std::map<std::uint32_t, std::uint32_t>& lost_peer);
 
 // What the launcher does after an attempt.
 struct Decision {

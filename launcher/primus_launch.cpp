@@ -75,7 +75,8 @@ constexpr const char* kUsage =
     "Every --primus option of srun and sbatch is accepted (see primus(7)); PRIMUS_* variables\n"
     "apply below them. Among them: --primus-max-restarts=N (start the ranks again after a\n"
     "failure, default 0), --primus-max-requeues=N (3), --primus-hang-timeout=SECONDS (off),\n"
-    "--primus-exit-preempted=STATUS (75), --primus-job-dir=PATH (default primus-JOBID in the\n"
+    "--primus-exit-preempted=STATUS (75), --primus-stop-grace=SECONDS (120: after a stop,\n"
+    "SIGKILL to ranks still running), --primus-job-dir=PATH (default primus-JOBID in the\n"
     "submit directory, or ./primus-local on one machine: logs, events.jsonl, checkpoints).\n"
     "\n"
     "status [JOBID|JOBDIR]: the job's state, every rank (node, step, samples/s, lateness, last\n"
@@ -438,6 +439,13 @@ void print_root_cause(const RankEnd& cause, const std::string& node,
     std::cerr << "  | " << line << "\n";
 }
 
+// When the first failure reported was a rank that lost its connection to a peer that failed.
+void explain_lost_peer(int rank, const std::string& node, int peer, const std::string& peer_node) {
+  std::cerr << "primus-launch: rank " << rank << " (" << node << ") failed because rank " << peer
+            << " (" << peer_node << ") closed its connection; rank " << peer
+            << " is the root cause\n";
+}
+
 // PRIMUS_RESUME for the next attempt: the newest committed checkpoint under `root` that
 // verifies, else the one the user gave, else none (rule 4 of "Preemption and requeue"). Newer
 // checkpoints that fail the verification are named; a "resuming" event records the choice.
@@ -479,6 +487,25 @@ bool dataset_ready(const ResolvedOptions& options, const std::filesystem::path& 
   }
   events.write({"dataset-checked", std::nullopt, node, {{"spec", spec}}});
   return true;
+}
+
+std::chrono::milliseconds stop_grace_of(const ResolvedOptions& options) {
+  return std::chrono::seconds(
+      parse_unsigned(options.value_or("primus-stop-grace", "120"), std::uint64_t{7} * 24 * 3600)
+          .value_or(120));
+}
+
+// What the launcher says when the stop came while ranks were starting (docs/architecture.md,
+// "Preemption and requeue", rule 3): nothing was saved in this attempt.
+void explain_stopped_while_starting(const Outcome& outcome,
+                                    const std::optional<std::string>& resume) {
+  if (outcome.verdict != Verdict::kStopped || outcome.stopped_while_starting.empty()) return;
+  std::string ranks;
+  for (const int rank : outcome.stopped_while_starting)
+    ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+  std::cerr << "primus-launch: the stop came while the ranks were starting (rank " << ranks
+            << " had not returned from primus.init()): nothing was saved in this attempt; the "
+            << "job resumes from " << resume.value_or("the start (no checkpoint yet)") << "\n";
 }
 
 std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options) {
@@ -919,7 +946,8 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     step_env["PRIMUS_CONTROL"] = control.address();
     step_env["PRIMUS_LAUNCH_RESTARTS"] = std::to_string(attempt);
     step_env["PRIMUS_LAUNCH_LOG_DIR"] = log_dir.string();
-    if (const auto resume = resolve_resume(ckpt_root, given_resume, events, node)) {
+    const std::optional<std::string> resume = resolve_resume(ckpt_root, given_resume, events, node);
+    if (resume) {
       step_env["PRIMUS_RESUME"] = *resume;
     } else {
       step_env.erase("PRIMUS_RESUME");
@@ -944,6 +972,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     setup.world_size = attempt_world;
     setup.attempt = attempt;
     setup.hang_timeout = hang_timeout;
+    setup.stop_grace = stop_grace_of(options);
     setup.stop_request = job_dir.stop_request_file();
     monitor.start_attempt(attempt, attempt_world);
     setup.monitor = &monitor;
@@ -966,12 +995,19 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       const auto it = result.nodes.find(static_cast<std::uint32_t>(rank));
       return it != result.nodes.end() ? it->second : std::string("?");
     };
+    // A stop that the ranks reported (Slurm signalled them) is a stop as much as one the
+    // launcher forwarded; one after a failure is the launcher's own.
+    const bool stop_seen =
+        (result.stop_forwarded || result.ranks_signalled) && !result.ended_for_failure;
+    Outcome outcome = judge(result.ends, stop_seen, preempted);
     const bool any_stopped =
+        outcome.verdict == Verdict::kStopped ||
         std::any_of(result.ends.begin(), result.ends.end(),
                     [&](const RankEnd& end) { return exit_code(end.wait_status) == preempted; });
-    const bool stop_seen = result.stop_forwarded || result.ranks_signalled;
-    if (stop_seen && any_stopped && !result.ended_for_failure) {
-      if (!result.checkpoint_committed && result.any_rank_connected) {
+    if (stop_seen && any_stopped) {
+      explain_stopped_while_starting(outcome, resume);
+      if (!result.checkpoint_committed && result.any_rank_connected &&
+          outcome.stopped_while_starting.empty()) {
         std::cerr << "primus-launch: the ranks stopped with status " << preempted
                   << " but none reported a committed checkpoint\n";
       }
@@ -1105,14 +1141,10 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       return status;
     }
 
-    Outcome outcome = judge(result.ends, result.stop_forwarded, preempted);
     if (result.hung) {
-      outcome.verdict = Verdict::kFailed;
-      const auto end = std::find_if(result.ends.begin(), result.ends.end(), [&](const RankEnd& e) {
-        return e.rank == static_cast<int>(*result.hung);
-      });
-      outcome.cause =
-          end != result.ends.end() ? *end : RankEnd{static_cast<int>(*result.hung), 1 << 8};
+      blame_the_hung_rank(outcome, result.ends, *result.hung);
+    } else if (const auto first = blame_the_lost_peer(outcome, result.ends, result.lost_peers)) {
+      explain_lost_peer(*first, node_of(*first), outcome.cause->rank, node_of(outcome.cause->rank));
     }
     if (outcome.verdict == Verdict::kFinished && result.ends.size() < attempt_world &&
         result.srun_status != 0) {
@@ -1290,11 +1322,18 @@ int launch(const std::vector<std::string>& args) {
     monitor.start_attempt(attempt, s.nproc);
     setup.monitor = &monitor;
     setup.hang_timeout = hang_timeout;
+    setup.stop_grace = stop_grace_of(options);
+    setup.preempted_status = preempted;
     DataTasks data(s.nproc);  // every attempt opens the queue again, from its checkpoint
     if (dynamic_data(options)) setup.data = &data;
     const AttemptResult result = run_attempt(setup, reaper, events);
     Outcome outcome = judge(result.ends, result.stop_requested, preempted);
-    if (result.hung) blame_the_hung_rank(outcome, result.ends, *result.hung);
+    if (result.hung) {
+      blame_the_hung_rank(outcome, result.ends, *result.hung);
+    } else if (const auto first = blame_the_lost_peer(outcome, result.ends, result.lost_peers)) {
+      explain_lost_peer(*first, node, outcome.cause->rank, node);
+    }
+    explain_stopped_while_starting(outcome, resume);
     const Decision decision = decide(outcome, attempt, max_restarts, preempted);
     if (outcome.verdict == Verdict::kFailed && outcome.cause) {
       print_root_cause(*outcome.cause, node, setup.log_dir, attempt,

@@ -52,7 +52,8 @@ NewestCheckpoint find_newest_checkpoint(const std::filesystem::path& root,
   std::error_code error;
   if (!std::filesystem::exists(root, error)) return {};
   const std::string program = program_beside_launcher("primus-ckpt");
-  const CommandOutput out = run_command({program, "latest", "--json", root.string()}, timeout);
+  const CommandOutput out =
+      run_command({program, "latest", "--json", "--full", root.string()}, timeout);
   const bool exited = out.status >= 0 && WIFEXITED(out.status);
   const int code = exited ? WEXITSTATUS(out.status) : -1;
   if (code == 0 || code == 1) return parse_newest_checkpoint(out.output);

@@ -31,11 +31,12 @@ std::optional<std::string> resume_point(const NewestCheckpoint& newest,
 // the build tree), else the one in PATH.
 std::string program_beside_launcher(const std::string& name);
 
-// The newest committed checkpoint under `root` that verifies (quickly: manifests, files, sizes,
-// rank indexes), asked of primus-ckpt, which links HDF5 so that primus-launch need not (HDF5
-// and its libraries would cost every exec of primus-launch about 4 ms). A root that does not
-// exist has none. Throws Error with primus-ckpt's message when it fails (a root other users
-// can write, say): the ranks would refuse it too.
+// The newest committed checkpoint under `root` that verifies as loading verifies it (manifests,
+// files, sizes, rank indexes and every dataset's CRC32C: a bit flipped in place is skipped
+// here rather than failing every rank's load in every attempt), asked of primus-ckpt, which links
+// HDF5 so that primus-launch need not (HDF5 and its libraries would cost every exec of
+// primus-launch about 4 ms). A root that does not exist has none. Throws Error with primus-ckpt's
+// message when it fails (a root other users can write, say): the ranks would refuse it too.
 NewestCheckpoint find_newest_checkpoint(const std::filesystem::path& root,
                                         std::chrono::seconds timeout);
 

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <set>
 
+#include "hang_watch.hpp"
 #include "primus/common/error.hpp"
 #include "primus/os/unique_fd.hpp"
 #include "rank_process.hpp"
@@ -111,9 +112,11 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   Clock::time_point kill_at = Clock::time_point::max();
   Clock::time_point srun_deadline = Clock::time_point::max();  // after srun ends: last reports
   Clock::time_point next_check = Clock::now() + std::chrono::seconds(1);
-  std::map<std::uint32_t, Clock::time_point> progress;  // ranks that said hello
+  HangWatch watch(setup.world_size);  // --primus-hang-timeout
   std::map<std::uint32_t, std::uint64_t> steps;
-  std::set<std::uint32_t> reported;  // wrappers that reported an exit
+  std::set<std::uint32_t> reported;     // wrappers that reported an exit
+  std::set<std::uint32_t> ready_ranks;  // ranks whose primus.init() returned
+  bool launcher_signalled = false;      // a stop signal reached primus-launch itself
   // Wrappers of this attempt that said hello, and those of them whose connection has closed:
   // once srun has ended, a wrapper in neither `reported` nor still connected has nothing more to
   // say (one killed with its node, or by srun after a node failure), and the launcher need not
@@ -142,6 +145,9 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
                   setup.node,
                   {{"source", source}, {"forwarded", signal_text(sig)}}});
     signal_job(target(), sig);
+    // Slurm's deadlines (GraceTime, the time limit) bound a stop that Slurm began; a stop that
+    // the user asked for has --primus-stop-grace.
+    if (result.user_stop) kill_at = Clock::now() + setup.stop_grace;
   };
   const auto send_data = [&](const std::vector<DataMessage>& messages) {
     for (const DataMessage& m : messages)
@@ -166,17 +172,19 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
           if (result.step.empty() && !r.step.empty()) result.step = r.step;
         } else {
           result.any_rank_connected = true;
-          progress[r.rank] = Clock::now();
+          watch.hello(r.rank, Clock::now());
         }
         return;
       case ReportKind::kHeartbeat:
         if (r.steps && (steps.count(r.rank) == 0 || *r.steps > steps[r.rank])) {
           steps[r.rank] = *r.steps;
-          progress[r.rank] = Clock::now();
+          watch.advanced(r.rank, Clock::now());
         }
         return;
       case ReportKind::kEvent:
-        if (r.event == "stop-signal") {
+        if (r.event == "ready") {
+          if (!r.wrapper) ready_ranks.insert(r.rank);
+        } else if (r.event == "stop-signal") {
           if (stopping_for_failure) return;  // our SIGTERM after a failure: not a stop
           if (setup.data != nullptr) send_data(setup.data->order_checkpoint(true));
           if (!result.ranks_signalled && !result.stop_forwarded) {
@@ -205,12 +213,14 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         return;
       case ReportKind::kException:
         result.exceptions[r.rank] = r.exception + ": " + r.message;
+        if (r.peer && *r.peer != r.rank) result.lost_peers[r.rank] = *r.peer;
         std::cerr << "primus-launch: rank " << r.rank << " raised " << r.exception << ": "
                   << r.message << (r.where.empty() ? "" : " (" + r.where + ")") << "\n";
         return;
       case ReportKind::kExit: {
         if (!r.wrapper || reported.count(r.rank) != 0) return;
         reported.insert(r.rank);
+        watch.ended(r.rank);
         result.ends.push_back({static_cast<int>(r.rank), r.wait_status, stopping()});
         const int code = exit_code(r.wait_status);
         const bool as_asked = code == setup.preempted_status;
@@ -220,13 +230,23 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
                                 : std::nullopt;
           events.write({"rank-failed", r.rank, node, {{"status", describe(r.wait_status)}}});
           end_the_step("rank " + std::to_string(r.rank) + " failed");
+        } else if (code != 0 && !as_asked && !stopping_for_failure && !killed) {
+          // A rank that ends otherwise during a stop (killed by the signal before it was ready,
+          // or failed) leaves the others unable to commit a checkpoint: end the step now.
+          std::cerr << "primus-launch: rank " << r.rank << " ended with " << describe(r.wait_status)
+                    << " during the stop"
+                    << (ready_ranks.count(r.rank) ? "" : ", before it was ready")
+                    << "; ending the step\n";
+          killed = true;
+          cancel(target());
+          kill_at = Clock::now() + setup.grace;
         }
         if (as_asked && !stopping_for_failure) result.ranks_signalled = true;
         return;
       }
       case ReportKind::kGoodbye:
         if (r.wrapper && wrappers.count(r.rank) != 0) wrappers_gone.insert(r.rank);
-        if (!r.wrapper) progress.erase(r.rank);  // an ended rank is not hung
+        if (!r.wrapper) watch.goodbye(r.rank, Clock::now());  // it must end within the timeout
         if (!r.wrapper && setup.data != nullptr) send_data(setup.data->rank_gone(r.rank));
         return;
       case ReportKind::kData:
@@ -257,8 +277,13 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
     while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) continue;
+      const bool first = !launcher_signalled;
+      launcher_signalled = true;
       if (!stopping()) {
         forward_stop(sig, signal_text(sig) + " to primus-launch");
+      } else if (first && !stopping_for_failure && !result.stop_forwarded) {
+        // Slurm signalled the ranks and the launcher alike (a preemption reaches every step):
+        // the stop the ranks reported, not a second request.
       } else if ((sig == SIGINT || sig == SIGTERM) && !killed) {
         killed = true;  // asked twice: no more waiting
         cancel(target());
@@ -318,13 +343,14 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         forward_stop(SIGTERM, "primus-launch stop");
       }
       if (setup.hang_timeout && !stopping() && srun_running) {
-        if (const auto rank = hung_rank(progress, now, *setup.hang_timeout)) {
+        if (const auto rank = watch.hung(now, *setup.hang_timeout)) {
           result.hung = rank;
           const auto node = result.nodes.count(*rank)
                                 ? std::optional<std::string>(result.nodes[*rank])
                                 : std::nullopt;
           const auto seconds =
-              std::chrono::duration_cast<std::chrono::seconds>(now - progress[*rank]).count();
+              std::chrono::duration_cast<std::chrono::seconds>(now - watch.since(*rank, now))
+                  .count();
           events.write({"hang",
                         *rank,
                         node,
@@ -350,6 +376,8 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
     }
   }
   control.drop_connections();
+  for (RankEnd& end : result.ends)
+    end.ready = ready_ranks.count(static_cast<std::uint32_t>(end.rank)) != 0;
   result.ended_for_failure = stopping_for_failure;
   if (setup.monitor != nullptr) setup.monitor->refresh();
   return result;

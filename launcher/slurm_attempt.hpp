@@ -34,6 +34,9 @@ struct SlurmAttemptSetup {
   std::uint32_t world_size = 0;
   std::uint32_t attempt = 0;
   std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM to SIGKILL
+  // After primus-launch stop, until the step is cancelled (--primus-stop-grace); a stop that
+  // Slurm began ends by Slurm's own deadlines.
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(120)};
   std::optional<std::chrono::milliseconds> hang_timeout;
   // The dynamic split's queue (--primus-data-mode=dynamic), reset for each attempt; nullptr in
   // static mode.
@@ -73,7 +76,8 @@ struct SlurmAttemptResult {
   std::map<std::uint32_t, std::string> nodes;  // where each rank ran
   std::string step;                            // "<job>.<step>" of the attempt
   bool requeued = false;  // the launcher requeued the job before slurmctld ended it
-  std::map<std::uint32_t, std::string> exceptions;  // what each rank raised ("Type: message")
+  std::map<std::uint32_t, std::string> exceptions;    // what each rank raised ("Type: message")
+  std::map<std::uint32_t, std::uint32_t> lost_peers;  // rank -> the peer it lost (its report)
 };
 
 SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServer& control,

@@ -1,5 +1,5 @@
-// primus-ckpt list DIR: every committed step (newest first) with a quick verification, and the
-// temporary directories of saves that never committed.
+// primus-ckpt list DIR: every committed step (newest first) with a quick (or full) verification,
+// and the temporary directories of saves that never committed.
 #include <algorithm>
 
 #include "checkpoint_root.hpp"
@@ -29,6 +29,7 @@ std::string status_of(const Row& row) {
 
 int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
   const std::filesystem::path root = checked_root(args.operands[0]);
+  const Verify verify = args.has("full") ? Verify::kFull : Verify::kQuick;
   const std::optional<std::int64_t> latest = read_latest(root);
   const std::vector<Leftover> temporaries = leftovers(root);
   std::vector<Row> rows;
@@ -41,7 +42,7 @@ int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
     latest_found = latest_found || entry.latest;
     std::string error;
     row.manifest = read_manifest_unverified(entry.dir, &error);
-    const std::vector<std::string> problems = verify_problems(entry.dir, Verify::kQuick);
+    const std::vector<std::string> problems = verify_problems(entry.dir, verify);
     if (!problems.empty()) row.problem = problems.front();
     rows.push_back(std::move(row));
   }
@@ -84,6 +85,7 @@ int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
     Json document;
     document["root"] = root.string();
     document["latest"] = latest ? Json(*latest) : Json();
+    document["verification"] = verify == Verify::kFull ? "full" : "quick";
     document["steps"] = std::move(steps);
     print_json(out, document);
     return kExitOk;
@@ -115,6 +117,10 @@ int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
     }
   }
   table.print(out);
+  if (verify == Verify::kQuick) {
+    out << "(a quick verification: the data's CRC32C was not read; --full reads it, as loading "
+           "and primus-ckpt latest do)\n";
+  }
   if (latest && !latest_found) {
     out << "note: LATEST names " << step_dir_name(*latest) << ", which does not exist\n";
   }
@@ -126,8 +132,8 @@ int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
 Command list_command() {
   return {{"list",
            {{"DIR", "the checkpoint root directory"}},
-           {{"json", ""}},
-           "Usage: primus-ckpt list DIR [--json]\n"
+           {{"full", ""}, {"json", ""}},
+           "Usage: primus-ckpt list DIR [--full] [--json]\n"
            "\n"
            "Lists the checkpoints under DIR, newest first: step, directory, world size, size,\n"
            "creation time (UTC), '*' for the one LATEST names, and the status of a quick\n"
@@ -135,7 +141,8 @@ Command list_command() {
            "the first problem. Directories of saves that never committed (.tmp-step-*) are\n"
            "listed as uncommitted, with their files, size and last change.\n"
            "\n"
-           "  --json   one JSON document instead of the table\n"},
+           "  --full   verify every dataset's CRC32C too (reads all the data)\n"
+           "  --json   one JSON document instead of the table (\"verification\": quick or full)\n"},
           run};
 }
 

@@ -368,14 +368,43 @@ def data_stop_saved():
     return _data_stop_saved
 
 
+_lost_peer = None  # the rank whose connection this rank lost first (primus.comm's PeerFailure)
+
+
+def note_lost_peer(error):
+    """Keeps the peer of a PeerFailure (its `peer`) that a caller turns into another error (torch's
+    reducer does), for the exception report: the launcher then blames that peer, not this rank."""
+    global _lost_peer
+    peer = getattr(error, "peer", None)
+    if _lost_peer is None and isinstance(peer, int) and peer >= 0:
+        _lost_peer = peer
+
+
+def lost_peer_of(value):
+    """The rank whose lost connection caused `value` (its PeerFailure, or one in its chain of
+    causes, or one noted earlier), or None."""
+    seen = set()
+    while value is not None and id(value) not in seen:
+        seen.add(id(value))
+        peer = getattr(value, "peer", None)
+        if isinstance(peer, int) and peer >= 0:
+            return peer
+        value = value.__cause__ or value.__context__
+    return _lost_peer
+
+
 def _report_exception(kind, value, tb):
     where = ""
     frames = traceback.extract_tb(tb)
     if frames:
         last = frames[-1]
         where = f"{last.filename}:{last.lineno} in {last.name}"
-    send({"type": "exception", "exception": getattr(kind, "__name__", str(kind)),
-          "message": str(value)[:4000], "where": where})
+    message = {"type": "exception", "exception": getattr(kind, "__name__", str(kind)),
+               "message": str(value)[:4000], "where": where}
+    peer = lost_peer_of(value)
+    if peer is not None:
+        message["peer"] = peer
+    send(message)
 
 
 def _goodbye():

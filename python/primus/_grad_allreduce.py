@@ -18,6 +18,8 @@ hook; the hook divides before summing, as torch's own allreduce_hook does."""
 import queue
 import threading
 
+from . import _control
+
 
 class GradientAllreduce:
     """The communication hook of one DDP model (register_comm_hook(None, x.hook)): sums its
@@ -51,6 +53,9 @@ class GradientAllreduce:
             buffer.div_(self._world_size)
             self._communicator.allreduce(buffer)
         except BaseException as error:  # the reducer raises it on the backward pass's thread
+            # torch 1.13's reducer turns it into a RuntimeError of its own text: the lost peer
+            # is kept for the report of the exception that follows.
+            _control.note_lost_peer(error)
             future.set_exception(error)
         else:
             future.set_result(buffer)

@@ -68,21 +68,41 @@ def _raise_flag(signum, frame):  # noqa: ARG001 (the signal module's signature)
         _stop_signal = signum
 
 
-def _install_handlers():
+def _check_main_thread():
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("primus.init() must be called from the main thread (it installs the "
                            "stop-signal handlers)")
+
+
+def _install_handlers():
+    """The stop signals raise the flag from now on. Installed as init() ends, never earlier:
+    until then a stop signal ends the rank at once (its default action), which the launcher
+    counts as stopped while starting, since a rank that has not finished its rendezvous has
+    nothing to save, and a handler there would only interrupt the rendezvous's blocking calls
+    (torch's TCPStore fails with EINTR). With SA_RESTART (siginterrupt False) the handler
+    interrupts no blocking call that can be restarted: it only raises the flag."""
     for signum in _stop_signals():
         signal.signal(signum, _raise_flag)
+        signal.siginterrupt(signum, False)
+    atexit.register(_ignore_stop_signals)
+
+
+def _ignore_stop_signals():
+    """At exit: the interpreter's teardown puts a Python handler back to the default action, so
+    a stop signal after the last atexit function would kill a rank that finished (or stopped as
+    asked) and turn its exit status into 128+SIGTERM. Ignored signals stay ignored; the
+    launcher's deadline (SIGKILL) still bounds the exit."""
+    for signum in _stop_signals():
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _newest_or_given(ckpt_dir):
-    """The newest committed checkpoint under ckpt_dir that verifies (quickly), else the
+    """The newest committed checkpoint under ckpt_dir that verifies (fully), else the
     PRIMUS_RESUME the user gave (a start from another run's checkpoint), else None."""
     if ckpt_dir and os.path.isdir(ckpt_dir):
         from . import _ckpt
 
-        checkpoint, skipped = _ckpt.load_latest(ckpt_dir, False)
+        checkpoint, skipped = _ckpt.load_latest(ckpt_dir, True)  # as load() checks it
         for reason in skipped:
             print(f"primus: not resuming from {reason}", file=sys.stderr)
         if checkpoint is not None:
@@ -191,11 +211,15 @@ def init(torch=True):
             os.environ["PRIMUS_RESUME"] = job.resume
         else:
             os.environ.pop("PRIMUS_RESUME", None)
-        _install_handlers()
+        _check_main_thread()
+        _stop_signals()  # a bad PRIMUS_PREEMPT_SIGNAL fails before any connection
         _control.connect(rank, _env.job_secret(), lambda: _stop_signal)
         if torch:
             _init_torch(job)
+        _install_handlers()
         _job = job
+        # Ready: from here a stop signal makes this rank save and exit as asked.
+        _control.event("ready")
         return job
 
 

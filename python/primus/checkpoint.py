@@ -328,30 +328,56 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
     the given step; None when there is none. With neither `dir` nor `step`, until this process
     first saves, it is the job's resume point instead: the one checkpoint every rank agreed on at
     primus.init() (PRIMUS_RESUME; None when there was none), loaded strictly (an error rather
-    than another checkpoint, so that no rank starts from a different step). A torn or corrupt newer one is skipped with a
-    warning naming what failed. Loads into any world size: replicated tensors whole, Shard
+    than another checkpoint, so that no rank starts from a different step), and above one rank
+    after primus.init() only once every rank loaded it (else every rank raises). A torn or
+    corrupt newer one is skipped with a warning naming what failed. Loads into any world size: replicated tensors whole, Shard
     tensors as this rank's rows, PerRank tensors as this rank saved them."""
     rank, world_size = _env.rank_and_world(rank, world_size)
     if dir is None and step is None and _resume_applies():
         resume = _resume_point()
         if resume is None:
             return None  # every rank agreed at init() that there is nothing to resume from
+        return _load_resume_point(resume, rank, world_size, full_verify, restore_rng)
+    root = _env.checkpoint_dir(dir)
+    if step is None:
+        checkpoint, skipped = _ckpt.load_latest(root, full_verify)
+    else:
+        checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
+    for reason in skipped:
+        warnings.warn(f"primus.checkpoint: skipped {reason}", RuntimeWarning, stacklevel=2)
+    if checkpoint is None:
+        return None
+    return _read(checkpoint, skipped, rank, world_size, restore_rng)
+
+
+def _load_resume_point(resume, rank, world_size, full_verify, restore_rng):
+    """The job's resume point, loaded strictly, and (after primus.init(), above one rank) only
+    once every rank has loaded it: a rank whose file fails its checksums makes every rank raise
+    before any trains, so that no rank goes on from a state the others do not share."""
+    from . import _runtime
+
+    agree = world_size > 1 and _runtime.initialized()
+    try:
         root, step = _split_step_dir(resume)
         checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
         if checkpoint is None:
             # Every rank resumes from this one, or none does: no fallback of its own.
             raise CorruptCheckpoint(f"PRIMUS_RESUME={resume}: cannot load it ("
                                     f"{'; '.join(skipped) or 'no reason given'})")
-    else:
-        root = _env.checkpoint_dir(dir)
-        if step is None:
-            checkpoint, skipped = _ckpt.load_latest(root, full_verify)
-        else:
-            checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
-    for reason in skipped:
-        warnings.warn(f"primus.checkpoint: skipped {reason}", RuntimeWarning, stacklevel=2)
-    if checkpoint is None:
-        return None
+        restored = _read(checkpoint, skipped, rank, world_size, restore_rng=False)
+    except Exception:
+        if agree:
+            _runtime.agree(False)
+        raise
+    if agree and not _runtime.agree(True):
+        raise CorruptCheckpoint(f"PRIMUS_RESUME={resume}: another rank could not load it (its "
+                                "error is in its log); no rank resumes from it")
+    if restore_rng:
+        restored.restore_rng()
+    return restored
+
+
+def _read(checkpoint, skipped, rank, world_size, restore_rng):
     # A rank beyond the saved world takes rank 0's tree and state (data-parallel replicas).
     source_rank = rank if rank < checkpoint.world_size else 0
     values = checkpoint.state(source_rank)

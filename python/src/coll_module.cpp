@@ -43,7 +43,18 @@ PYBIND11_MODULE(_coll, m) {
   m.doc() = "libprimus-coll: communicators over TCP, bootstrapped through PMIx or a TCP store";
   auto base = py::register_exception<primus::coll::CollectiveError>(m, "CollectiveError",
                                                                     PyExc_RuntimeError);
-  py::register_exception<primus::coll::PeerFailure>(m, "PeerFailure", base.ptr());
+  // PeerFailure carries the rank whose connection was lost (`peer`, -1 when none is known), so
+  // that a rank's report can name the root cause without parsing a message.
+  static py::exception<primus::coll::PeerFailure> peer_failure(m, "PeerFailure", base.ptr());
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const primus::coll::PeerFailure& e) {
+      py::object error = py::reinterpret_borrow<py::object>(peer_failure.ptr())(e.what());
+      error.attr("peer") = e.peer();
+      PyErr_SetObject(peer_failure.ptr(), error.ptr());
+    }
+  });
 
   py::class_<Communicator>(m, "Communicator")
       .def_property_readonly("rank", &Communicator::rank)

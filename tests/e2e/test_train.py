@@ -1,9 +1,9 @@
 """primus.train end to end on the testbed: the CNN example (examples/cnn/train.py: batch norm,
 dropout, Adam, a learning-rate schedule, asynchronous checkpoints every 10 steps) as a batch job
 of 4 nodes x 2 ranks under `exec primus-launch`, from the installed module, interrupted as
-users' jobs are: preempted while a checkpoint is being written, preempted with ranks that ignore
-the signal until Slurm kills them after GraceTime, preempted at a step that is no checkpoint
-step, a rank that crashes, and a requeued job given fewer nodes. Every run must end with the
+users' jobs are: preempted while the ranks start, preempted while a checkpoint is being written,
+preempted with ranks that ignore the signal until Slurm kills them after GraceTime, preempted at
+a step that is no checkpoint step, a rank that crashes, and a requeued job given fewer nodes. Every run must end with the
 parameters, buffers and optimizer state of the uninterrupted run, bit for bit (the fewer-nodes
 run excepted: another world size sums the gradients in another order), and the steps the final
 model descends from must have read every record exactly once per epoch (train_oracle.py, from
@@ -110,6 +110,39 @@ def test_ranks_that_ignore_the_signal_are_killed_after_gracetime_and_resume_bitw
     first = min(trace, key=lambda e: e["time"])["run"]
     assert max(e["step"] for e in trace if e["run"] == first) > resumed[0], \
         "the killed run took no step after its checkpoint"
+    run.exactly_once()
+
+
+def test_preempted_while_the_ranks_start_it_is_requeued_and_ends_bitwise_equal(
+        testbed, prefix, dataset, reference):
+    """The preemption comes a second after primus-launch started the step, while the ranks
+    import torch (issue 39: the job ended COMPLETED with no training done, since ranks killed
+    by SIGTERM before primus.init() were neither failed nor stopped). A rank stopped before it
+    was ready stopped while starting: the job is requeued once and resumes from the start."""
+    run = CnnJob(testbed, prefix, "cnn-preempt-starting", dataset)
+    run.submit(sbatch="-p low --requeue")
+
+    def launched():
+        try:
+            return any(e["event"] == "launched" for e in run.events())
+        except (OSError, ValueError):
+            return False
+
+    try:
+        testbed.wait_for(launched, 60, lambda: f"job {run.job} to start: {run.output()[-2000:]}")
+        time.sleep(1)
+        assert run.step() == 0
+        preempt(testbed, run)
+        start_again(testbed, run)
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    names = [e["event"] for e in run.events() if e["allocation"] == 0]
+    assert "preempted" in names and names.count("requeued") == 1, run.events()
+    assert "stop came while the ranks were starting" in run.output(), run.output()[-3000:]
+    assert testbed.job(run.job).get("Restarts") == "1"
+    assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == []
+    assert run.final() == reference.final()
     run.exactly_once()
 
 

@@ -160,7 +160,9 @@ def test_a_rank_lost_during_primus_ddps_allreduce_fails_the_backward_pass_naming
               "try:\n"
               "    net(torch.ones(3, 4)).sum().backward()\n"
               "except RuntimeError as e:\n"
-              "    print('failed:', e)\n")
+              "    from primus import _control\n"
+              "    print('failed:', e)\n"
+              "    print('peer:', _control.lost_peer_of(e))\n")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         master_port = str(s.getsockname()[1])
@@ -169,6 +171,31 @@ def test_a_rank_lost_during_primus_ddps_allreduce_fails_the_backward_pass_naming
     code, out, err = results[0]
     assert code == 0, err
     assert out.startswith("failed:") and "rank 1" in out, out + err
+    # What the rank's exception report names as the root cause (issue 39: torch's reducer
+    # turns the PeerFailure into a RuntimeError of its own; the launcher parsed no text and
+    # blamed the reporting rank).
+    assert "peer: 1" in out.splitlines(), out + err
+
+
+def test_a_peer_failure_names_the_lost_rank_in_its_peer_attribute():
+    """primus.comm's PeerFailure carries the rank (`peer`) whose connection went."""
+    script = ("import os, numpy as np, primus.comm as comm\n"
+              "c = comm.connect(timeout=20)\n"
+              "c.allreduce(np.ones(4, dtype=np.float32))\n"
+              "if c.rank == 2:\n"
+              "    os._exit(0)\n"
+              "try:\n"
+              "    c.allreduce(np.ones(1 << 16, dtype=np.float32))\n"
+              "except comm.PeerFailure as e:\n"
+              "    print('peer', e.peer, isinstance(e, comm.CollectiveError))\n")
+    results = plain_ranks(3, script, lambda rank: {})
+    for rank in (0, 1):
+        code, out, err = results[rank]
+        assert code == 0, err
+        assert out.split()[:1] == ["peer"], out + err
+    assert {results[r][1].split()[1] for r in (0, 1)} <= {"1", "2", "0"}
+    assert "2" in {results[r][1].split()[1] for r in (0, 1)}, results
+    assert all(results[r][1].split()[2] == "True" for r in (0, 1)), results
 
 
 def test_primus_ddp_rehearses_its_first_step_without_a_trace(tmp_path):
@@ -382,6 +409,37 @@ def test_a_given_primus_resume_is_where_a_job_without_checkpoints_starts(tmp_pat
     for code, out, err in results:
         assert code == 0, err
         assert out.split() == [str(own / "step-000000000009"), "9"], out + err
+
+
+def test_no_rank_goes_on_from_a_resume_point_that_another_rank_cannot_load(tmp_path):
+    """Issue 39: one bit flipped in rank 1's file of the resume point. Rank 1's load raises
+    CorruptCheckpoint; before the fix rank 0 loaded its own file and trained on. Now every rank
+    learns of it before any trains, and raises."""
+    h5py = pytest.importorskip("h5py", reason="h5py is not installed for this Python")
+    saved, own = tmp_path / "saved", tmp_path / "own"
+    own.mkdir(mode=0o700)
+    save = ("import numpy as np, primus\nfrom primus import checkpoint\n"
+            "primus.init(torch=False)\ncheckpoint.save({'w': np.arange(4.0)}, 6)\n")
+    for code, out, err in plain_ranks(2, save, lambda rank: {"PRIMUS_CKPT_DIR": str(saved)}):
+        assert code == 0, err
+    step = saved / "step-000000000006"
+    victim = step / "rank-00001.h5"
+    with h5py.File(victim, "r") as f:
+        tree = f["state/primus.tree"].id
+        offset = tree.get_offset() + tree.get_storage_size() // 2
+    data = bytearray(victim.read_bytes())
+    data[offset] ^= 0x10
+    victim.write_bytes(bytes(data))
+    load = ("import primus\nfrom primus import checkpoint\nprimus.init(torch=False)\n"
+            "try:\n    checkpoint.load()\n    print('loaded')\n"
+            "except checkpoint.CorruptCheckpoint as error:\n    print('refused:', error)\n")
+    results = plain_ranks(2, load, lambda rank: {"PRIMUS_CKPT_DIR": str(own),
+                                                 "PRIMUS_RESUME": str(step)})
+    for code, out, err in results:
+        assert code == 0, err
+        assert out.startswith("refused:"), out + err
+    assert "another rank could not load it" in results[0][1], results[0][1]
+    assert "rank-00001.h5: /state/primus.tree: checksum mismatch" in results[1][1], results[1][1]
 
 
 def test_a_hung_rank_is_found_through_its_heartbeats_and_named(tmp_path):

@@ -11,6 +11,7 @@
 
 #include "command_path.hpp"
 #include "events.hpp"
+#include "hang_watch.hpp"
 #include "job_dir.hpp"
 #include "outcome.hpp"
 #include "primus/common/error.hpp"
@@ -71,13 +72,98 @@ TEST(LaunchOutcome, AStopEndsWithThePreemptedStatusAndIsNeverRestarted) {
             Verdict::kStopped);
   // A rank that does not stop as asked (a plain script killed by SIGTERM) is the cause, and
   // even with restarts left the stop is not undone by a restart.
-  const Outcome killed = judge({{0, exited(75), true}, {1, signaled(SIGTERM), true}}, true, 75);
+  const Outcome killed =
+      judge({{0, exited(75), true, true}, {1, signaled(SIGTERM), true, true}}, true, 75);
   ASSERT_EQ(killed.verdict, Verdict::kFailed);
   EXPECT_EQ(killed.cause->rank, 1);
   EXPECT_FALSE(decide(killed, 0, 5, 75).restart);
   EXPECT_EQ(decide(killed, 0, 5, 75).exit_status, 143);
   // Without a stop, 75 is a failure like any other status.
   EXPECT_EQ(judge({{0, exited(75), false}}, false, 75).verdict, Verdict::kFailed);
+}
+
+TEST(LaunchOutcome, RanksStoppedBeforeTheyWereReadyStoppedWhileStartingNeverFinished) {
+  // Issue 39: a preemption while the ranks import torch. Ranks 0 and 1 had not returned from
+  // primus.init() and died of the signal; rank 2 was ready and failed when its peer vanished;
+  // rank 3 was ready and killed at the deadline. Nothing was saved: the attempt stopped.
+  const std::vector<RankEnd> ends = {{0, signaled(SIGTERM), true, false},
+                                     {1, signaled(SIGTERM), true, false},
+                                     {2, exited(1), true, true},
+                                     {3, signaled(SIGKILL), true, true}};
+  const Outcome outcome = judge(ends, true, 75);
+  ASSERT_EQ(outcome.verdict, Verdict::kStopped);
+  EXPECT_EQ(outcome.stopped_while_starting, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(decide(outcome, 0, 5, 75).restart);
+  EXPECT_EQ(decide(outcome, 0, 5, 75).exit_status, 75);
+  // Every rank killed before it was ready, none ready: stopped (it was COMPLETED, exit 0).
+  EXPECT_EQ(judge({{0, signaled(SIGTERM), true}, {1, signaled(SIGTERM), true}}, true, 75).verdict,
+            Verdict::kStopped);
+  // Without a stop the same end is a failure, ready or not.
+  const Outcome failed = judge({{0, signaled(SIGTERM), false}}, false, 75);
+  ASSERT_EQ(failed.verdict, Verdict::kFailed);
+  EXPECT_TRUE(failed.stopped_while_starting.empty());
+  // A rank that failed before the stop came stays the cause.
+  const Outcome before =
+      judge({{2, exited(3), false, true}, {0, signaled(SIGTERM), true, false}}, true, 75);
+  ASSERT_EQ(before.verdict, Verdict::kFailed);
+  EXPECT_EQ(before.cause->rank, 2);
+  EXPECT_TRUE(before.stopped_while_starting.empty());
+}
+
+TEST(LaunchOutcome, ARankThatLostItsPeerIsNotTheCauseWhenThePeerFailed) {
+  // Issue 39: rank 5 exits 3; rank 1's report (a lost connection to rank 5) arrives first.
+  const std::vector<RankEnd> ends = {
+      {1, exited(1), false, true}, {5, exited(3), true, true}, {0, signaled(SIGTERM), true, true}};
+  Outcome outcome = judge(ends, false, 75);
+  ASSERT_EQ(outcome.cause->rank, 1);
+  EXPECT_EQ(blame_the_lost_peer(outcome, ends, {{1, 5}}), 1);
+  EXPECT_EQ(outcome.cause->rank, 5);
+  EXPECT_EQ(exit_code(outcome.cause->wait_status), 3);
+  // Followed from rank to rank: 1 lost 2, 2 lost 5.
+  outcome = judge(ends, false, 75);
+  std::vector<RankEnd> chain = ends;
+  chain.push_back({2, exited(1), true, true});
+  EXPECT_EQ(blame_the_lost_peer(outcome, chain, {{1, 2}, {2, 5}}), 1);
+  EXPECT_EQ(outcome.cause->rank, 5);
+  // A peer that finished is not blamed; one that never reported (its node went) is.
+  outcome = judge(ends, false, 75);
+  EXPECT_FALSE(
+      blame_the_lost_peer(outcome, {{1, exited(1), false}, {5, exited(0), false}}, {{1, 5}}));
+  EXPECT_EQ(outcome.cause->rank, 1);
+  outcome = judge(ends, false, 75);
+  EXPECT_EQ(blame_the_lost_peer(outcome, {{1, exited(1), false}}, {{1, 7}}), 1);
+  EXPECT_EQ(outcome.cause->rank, 7);
+  // Reports that name each other never loop.
+  outcome = judge(ends, false, 75);
+  blame_the_lost_peer(outcome, ends, {{1, 5}, {5, 1}});
+  EXPECT_TRUE(outcome.cause->rank == 1 || outcome.cause->rank == 5);
+}
+
+TEST(LaunchHangWatch, ARankSilentSinceTheFirstHelloOrOnItsWayOutIsHung) {
+  using Clock = HangWatch::Clock;
+  const Clock::time_point t0{};
+  const auto s = [](int n) { return std::chrono::seconds(n); };
+  HangWatch watch(3);
+  EXPECT_FALSE(watch.hung(t0 + s(100), s(5))) << "nobody said hello: a plain script";
+  watch.hello(0, t0 + s(10));
+  watch.hello(1, t0 + s(11));
+  // Rank 2 never says hello (stopped while importing torch): watched from the first hello.
+  EXPECT_FALSE(watch.hung(t0 + s(14), s(5)));
+  EXPECT_EQ(watch.hung(t0 + s(16), s(5)), 2U);
+  watch.hello(2, t0 + s(16));
+  watch.advanced(0, t0 + s(20));
+  watch.advanced(1, t0 + s(20));
+  watch.advanced(2, t0 + s(20));
+  // Rank 1 said goodbye and never ended: found; rank 0 ended: never.
+  watch.goodbye(1, t0 + s(21));
+  watch.ended(0);
+  watch.advanced(2, t0 + s(25));
+  EXPECT_EQ(watch.hung(t0 + s(27), s(5)), 1U);
+  EXPECT_EQ(watch.since(1, t0 + s(27)), t0 + s(21));
+  watch.ended(1);
+  watch.advanced(1, t0 + s(40));  // a late report of an ended rank changes nothing
+  EXPECT_FALSE(watch.hung(t0 + s(29), s(5)));
+  EXPECT_EQ(watch.hung(t0 + s(31), s(5)), 2U);
 }
 
 TEST(LaunchOutcome, EveryRankAtZeroIsFinished) {

@@ -85,6 +85,7 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_MAX_REQUEUES", "3"},
       {"PRIMUS_PREEMPT_SIGNAL", "USR2"},
       {"PRIMUS_HANG_TIMEOUT", "off"},
+      {"PRIMUS_STOP_GRACE", "120"},
       {"PRIMUS_SPARE_NODES", "0"},
       {"PRIMUS_ELASTIC", "off"},
       {"PRIMUS_EXCLUDE_AFTER", "2"},

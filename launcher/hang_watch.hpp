@@ -1,0 +1,42 @@
+// The watch of --primus-hang-timeout over one attempt's ranks (pure: times in, a rank out).
+// A rank is watched from its hello, and once any rank has said hello, every rank that has not
+// is watched from that moment too: a rank stopped while it imports torch holds the others in
+// the rendezvous, and would otherwise never be found. Advancing a step renews a rank's time; a
+// goodbye (the rank's interpreter is exiting) renews it once more, so that a rank stopped on
+// its way out is found as well; an end takes the rank out of the watch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace primus::launch {
+
+class HangWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit HangWatch(std::uint32_t world_size) : world_size_(world_size) {}
+
+  void hello(std::uint32_t rank, Clock::time_point now);
+  void advanced(std::uint32_t rank, Clock::time_point now);
+  void goodbye(std::uint32_t rank, Clock::time_point now);
+  void ended(std::uint32_t rank);
+
+  // The rank watched longest without news, once that is more than `timeout`; a rank that never
+  // said hello before one that did.
+  std::optional<std::uint32_t> hung(Clock::time_point now, std::chrono::milliseconds timeout) const;
+  // When the rank was last heard from (or watched since); `now` for a rank not watched.
+  Clock::time_point since(std::uint32_t rank, Clock::time_point now) const;
+
+ private:
+  std::uint32_t world_size_;
+  bool any_hello_ = false;
+  std::map<std::uint32_t, Clock::time_point> last_;
+  std::set<std::uint32_t> ended_;
+  std::set<std::uint32_t> unheard_;  // watched since the first hello, no hello of their own
+};
+
+}  // namespace primus::launch

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""The fault campaign (issue 39, docs/reliability.md): one fault at a seeded instant of a real
+training job's life, checked against the contract of docs/reliability.md, trial after trial.
+
+Each trial starts the job (tests/faults/fault_job.py: 4 ranks of the CNN example under
+primus.train on this machine), waits for the instant's marker, waits a seeded delay more,
+injects the fault, and then judges:
+  hung          the run did not end within its deadline (the stop grace, a hang timeout)
+  status        it ended with a status the fault does not allow (0 for a stop that came
+                before the end: never finished without finishing)
+  left behind   a process of the job was still there after it ended
+  lost          running the same command again (as a requeue would) did not finish the job
+  loop          a second restart for the one fault
+  wrong bits    the final parameters and optimizer state differ from the uninterrupted run's
+  records       some record was read other than once per epoch in the steps the final model
+                descends from (tests/python/train_oracle.py)
+and prints a table per fault and instant. Exit status 1 when any trial is not ok.
+
+  campaign.py --quick           the fixed set that scripts/test runs (a few minutes)
+  campaign.py --trials N --seed S   N trials over every fault and instant, seeded
+"""
+
+import argparse
+import collections
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "python"))
+
+import fault_job  # noqa: E402
+import train_oracle  # noqa: E402
+
+STOP_GRACE = 15  # --primus-stop-grace of every trial: the deadline after a stop
+HANG_TIMEOUT = 6  # --primus-hang-timeout
+RUN_TIMEOUT = 120  # any one run, whatever happens
+OPTIONS = (f"--primus-stop-grace={STOP_GRACE}", "--primus-max-restarts=1",
+           f"--primus-hang-timeout={HANG_TIMEOUT}", "--primus-heartbeat-interval=1")
+# A step takes a little longer than the model needs, so that the training (24 steps) lasts long
+# enough to be aimed at; should_stop() agrees at every step.
+JOB_ENV = {"STEP_SLEEP": "0.04", "PRIMUS_STOP_INTERVAL": "0"}
+
+# Where a fault lands: a marker, then a delay drawn from [low, high) seconds.
+INSTANTS = {
+    "start": ("launched", 0.0, 0.4),     # primus-launch has started the ranks
+    "imports": ("launched", 0.4, 1.6),   # the ranks import torch, connect, rendezvous
+    "first-step": ("step>=1", 0.0, 0.1),
+    "save": ("checkpoint-started", 0.0, 0.03),
+    "commit": ("checkpoint-committed", 0.0, 0.01),
+    "mid-training": ("step>=14", 0.0, 0.2),
+    "last-step": ("step>=23", 0.0, 0.1),
+    "after-last": ("final", 0.0, 0.05),  # rank 0 wrote the result; the ranks are exiting
+    "resume-load": ("resuming", 0.0, 1.6),  # in a run that resumes (a stopped job first)
+}
+
+
+def signal_launcher(sig):
+    def inject(job, run):
+        os.kill(run.process.pid, sig)
+    return inject
+
+
+def rank_pids(job, run):
+    """The ranks' pids: the launcher's children."""
+    try:
+        with open(f"/proc/{run.process.pid}/task/{run.process.pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def signal_rank(sig, which=1):
+    def inject(job, run):
+        pids = rank_pids(job, run)
+        if len(pids) > which:
+            os.kill(pids[which], sig)
+        elif pids:
+            os.kill(pids[-1], sig)
+    return inject
+
+
+def user_stop(job, run):
+    (job.dir / "primus-local").mkdir(exist_ok=True)
+    import subprocess
+    subprocess.run([job.launcher, "stop", str(job.dir / "primus-local")], capture_output=True,
+                   timeout=30)
+
+
+def damage_newest(kind):
+    """Between runs: after a stop, one bit flipped in place (or a file cut short) in a rank
+    file of the newest checkpoint, which the next run must skip for the one before."""
+    def inject(job, run):
+        newest = job.newest_checkpoint()
+        if newest is None:
+            return
+        target = newest / "rank-00001.h5"
+        data = bytearray(target.read_bytes())
+        if kind == "flip":
+            offset = data_offset(target)
+            data[offset] ^= 0x10
+            target.write_bytes(bytes(data))
+        else:
+            with open(target, "r+b") as f:
+                f.truncate(len(data) // 2)
+    return inject
+
+
+def data_offset(path):
+    """A byte in the middle of the largest contiguous dataset of an HDF5 file (h5py): where a
+    flipped bit is data that a load reads, not a structure that opening the file would reject."""
+    import h5py
+
+    found = []
+    with h5py.File(path, "r") as f:
+        def visit(name, item):
+            if isinstance(item, h5py.Dataset) and item.id.get_offset() is not None:
+                found.append((item.id.get_storage_size(), item.id.get_offset(), name))
+        f.visititems(visit)
+    if not found:
+        raise RuntimeError(f"{path}: no contiguous dataset to damage")
+    size, offset, _ = max(found)
+    return offset + size // 2
+
+
+# fault: (inject, statuses the faulted run may end with, between_runs)
+FAULTS = {
+    "sigterm-launcher": (signal_launcher(signal.SIGTERM), {0, 75}, False),
+    "sigusr2-launcher": (signal_launcher(signal.SIGUSR2), {0, 75}, False),
+    "sigkill-launcher": (signal_launcher(signal.SIGKILL), {0, -9}, False),
+    "sigterm-rank": (signal_rank(signal.SIGTERM), {0, 75}, False),
+    "sigkill-rank": (signal_rank(signal.SIGKILL), {0}, False),
+    "sigstop-rank": (signal_rank(signal.SIGSTOP), {0}, False),
+    "primus-launch-stop": (user_stop, {0, 75}, False),
+    "flip-newest": (damage_newest("flip"), {0}, True),
+    "truncate-newest": (damage_newest("truncate"), {0}, True),
+}
+
+
+def reached(job, marker, run):
+    if marker == "final":
+        return job.finished_output()
+    if marker.startswith("step>="):
+        return job.step() >= int(marker[len("step>="):])
+    allocation = len(job.runs) - 1
+    return any(e["event"] == marker and e.get("allocation") == allocation for e in job.events())
+
+
+def aim(job, run, instant, rng):
+    """Waits for the instant's marker and its delay; False when the run ended first."""
+    marker, low, high = INSTANTS[instant]
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not reached(job, marker, run):
+        if run.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    time.sleep(rng.uniform(low, high))
+    return run.poll() is None
+
+
+class Verdicts:
+    def __init__(self):
+        self.rows = collections.defaultdict(collections.Counter)
+        self.failures = []
+
+    def add(self, fault, instant, verdict, detail=""):
+        self.rows[(fault, instant)][verdict] += 1
+        if verdict not in ("ok", "missed"):
+            self.failures.append(f"{fault} at {instant}: {verdict}: {detail}")
+
+    def table(self):
+        columns = ["ok", "missed", "status", "hung", "left behind", "lost", "loop", "wrong bits",
+                   "records"]
+        lines = [f"{'FAULT':<20} {'INSTANT':<14} " + " ".join(f"{c:>11}" for c in columns)]
+        for (fault, instant), counts in sorted(self.rows.items()):
+            lines.append(f"{fault:<20} {instant:<14} " +
+                         " ".join(f"{counts.get(c, 0):>11}" for c in columns))
+        return "\n".join(lines)
+
+
+def end_of(run, timeout):
+    status = run.wait(timeout)
+    if status is None:
+        run.kill()
+    return status
+
+
+def trial(work, launcher, options, data, reference, fault, instant, rng, keep):
+    """One trial; returns (verdict, detail)."""
+    token = secrets.token_hex(8)
+    job = fault_job.Job(work / f"{fault}-{instant}-{token}", launcher, data, token,
+                        options=options, env=JOB_ENV)
+    inject, allowed, between_runs = FAULTS[fault]
+    try:
+        if between_runs or instant == "resume-load":
+            first = job.start("pre", STOP_AT=13)
+            status = end_of(first, RUN_TIMEOUT)
+            if status != 75:
+                return "lost", f"the stop before the trial ended with {status}"
+        if between_runs:
+            inject(job, None)
+            run = job.start("faulted")
+            status = end_of(run, RUN_TIMEOUT)
+            if status is None:
+                return "hung", "the run after the damage did not end"
+            if status != 0:
+                return "lost", f"the run after the damage ended with {status}:\n" + \
+                    run.output()[-2000:]
+        else:
+            run = job.start("faulted")
+            if not aim(job, run, instant, rng):
+                end_of(run, RUN_TIMEOUT)
+                return "missed", "the run ended before the instant"
+            inject(job, run)
+            deadline = STOP_GRACE + 10 if fault != "sigstop-rank" else HANG_TIMEOUT + 20
+            status = end_of(run, deadline)
+            if status is None:
+                return "hung", f"no end within {deadline} s:\n" + run.output()[-2000:]
+            if status not in allowed:
+                return "status", f"ended with {status}:\n" + run.output()[-3000:]
+        time.sleep(0.5)
+        if job.leftovers():
+            left = job.leftovers()
+            job.kill_leftovers()
+            return "left behind", f"pids {left}"
+        if len(job.restarts()) > 1:
+            return "loop", f"{len(job.restarts())} restarts for one fault"
+        for attempt in range(2):
+            if job.final_state() is not None and run.poll() == 0:
+                break
+            run = job.start(f"again{attempt}")
+            status = end_of(run, RUN_TIMEOUT)
+            if status is None:
+                return "hung", "a run after the fault did not end"
+            if status != 0:
+                return "lost", f"run again, it ended with {status}:\n" + run.output()[-3000:]
+        final = job.final_state()
+        if final is None:
+            return "lost", "no final state"
+        different = sorted(k for k in reference if final.get(k) != reference[k])
+        if different or final.keys() != reference.keys():
+            return "wrong bits", f"differ: {different[:5]}"
+        try:
+            train_oracle.check_exactly_once(
+                train_oracle.read_trace(job.dir / "trace"), fault_job.RECORDS, fault_job.EPOCHS,
+                fault_job.RECORDS // fault_job.GLOBAL_BATCH)
+        except AssertionError as error:
+            return "records", str(error)[:500]
+        return "ok", ""
+    finally:
+        for run in job.runs:
+            if run.poll() is None:
+                run.kill()
+        job.kill_leftovers()
+        if not keep:
+            shutil.rmtree(job.dir, ignore_errors=True)
+
+
+QUICK = [
+    # Each bug of issue 39 that a fault on one machine can show, at the instant that showed it.
+    ("sigterm-launcher", "start"), ("sigterm-launcher", "imports"),
+    ("sigterm-launcher", "imports"), ("sigterm-launcher", "save"),
+    ("sigusr2-launcher", "imports"), ("primus-launch-stop", "imports"),
+    ("sigkill-launcher", "imports"), ("sigkill-launcher", "mid-training"),
+    ("sigkill-rank", "imports"), ("sigkill-rank", "first-step"), ("sigkill-rank", "commit"),
+    ("sigterm-rank", "imports"), ("sigstop-rank", "mid-training"),
+    ("sigterm-launcher", "resume-load"), ("sigterm-launcher", "last-step"),
+    ("sigterm-launcher", "after-last"),
+    ("flip-newest", "-"), ("truncate-newest", "-"),
+]
+
+
+def plan(args):
+    rng = random.Random(args.seed)
+    if args.quick:
+        return [(fault, instant, random.Random(args.seed * 1000 + i))
+                for i, (fault, instant) in enumerate(QUICK)]
+    trials = []
+    pairs = [(f, i) for f in FAULTS for i in INSTANTS if not FAULTS[f][2]] + \
+        [(f, "-") for f in FAULTS if FAULTS[f][2]]
+    pairs = [(f, i) for f, i in pairs
+             if (not args.only or f == args.only) and (not args.at or i == args.at)]
+    if not pairs:
+        sys.exit("campaign.py: no fault and instant match --only and --at")
+    for n in range(args.trials):
+        fault, instant = pairs[n % len(pairs)] if n < len(pairs) else rng.choice(pairs)
+        trials.append((fault, instant, random.Random(rng.getrandbits(64))))
+    return trials
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--launcher", default=os.path.abspath("primus-launch"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=39)
+    parser.add_argument("--only", help="a fault name: only its trials")
+    parser.add_argument("--at", help="an instant's name: only its trials")
+    parser.add_argument("--launcher-options",
+                        help="primus-launch's options instead of the campaign's (for an older "
+                             "build that lacks one): one string, split at spaces")
+    parser.add_argument("--work", help="keep every trial's directory here")
+    parser.add_argument("--junit", help="write JUnit XML here: a case per trial")
+    parser.add_argument("--finish", type=int, default=0,
+                        help="instead of faults: N uninterrupted runs that must finish")
+    parser.add_argument("--burn", action="store_true",
+                        help="with --finish: beside a CPU burner on every core")
+    args = parser.parse_args()
+    if not os.access(args.launcher, os.X_OK):
+        sys.exit(f"campaign.py: {args.launcher} is not built (run from the build directory)")
+    work = Path(args.work or tempfile.mkdtemp(prefix="primus-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    data = fault_job.make_data(work / "data")
+    options = args.launcher_options.split() if args.launcher_options is not None else OPTIONS
+    reference_job = fault_job.Job(work / "reference", args.launcher, data, secrets.token_hex(8),
+                                  options=options, env=JOB_ENV)
+    run = reference_job.start("reference")
+    status = end_of(run, RUN_TIMEOUT)
+    if status != 0:
+        sys.exit(f"campaign.py: the uninterrupted run failed ({status}):\n{run.output()[-3000:]}")
+    reference = reference_job.final_state()
+    verdicts = Verdicts()
+    cases = []
+    started = time.monotonic()
+    if args.finish:
+        import multiprocessing
+
+        stop = multiprocessing.Event()
+        burners = burn(stop) if args.burn else []
+        try:
+            for n in range(args.finish):
+                began = time.monotonic()
+                verdict, detail = finished_run(work, args.launcher, options, data, reference, n)
+                verdicts.add("none (finish)", "burner" if args.burn else "-", verdict, detail)
+                cases.append(("none (finish)", "burner" if args.burn else "-", verdict, detail,
+                              time.monotonic() - began))
+                print(f"finished run {n:<4} {verdict:<12} {time.monotonic() - began:5.1f} s",
+                      flush=True)
+                if verdict != "ok":
+                    print("  " + detail.replace("\n", "\n  "), flush=True)
+        finally:
+            stop.set()
+            for p in burners:
+                p.join()
+    for fault, instant, rng in ([] if args.finish else plan(args)):
+        if (args.only and fault != args.only) or (args.at and instant != args.at):
+            continue
+        began = time.monotonic()
+        # A trial whose run ended before its instant is drawn again (a fixed set must try what
+        # it names); after three such runs it counts as missed.
+        for _ in range(3):
+            verdict, detail = trial(work, args.launcher, options, data, reference, fault, instant,
+                                    rng, keep=bool(args.work))
+            if verdict != "missed":
+                break
+        verdicts.add(fault, instant, verdict, detail)
+        cases.append((fault, instant, verdict, detail, time.monotonic() - began))
+        print(f"{fault:<20} {instant:<14} {verdict:<12} {time.monotonic() - began:5.1f} s",
+              flush=True)
+        if verdict not in ("ok", "missed"):
+            print("  " + detail.replace("\n", "\n  "), flush=True)
+    print()
+    print(verdicts.table())
+    total = sum(sum(c.values()) for c in verdicts.rows.values())
+    print(f"\n{total} trials in {time.monotonic() - started:.0f} s, "
+          f"{len(verdicts.failures)} not ok")
+    if args.junit:
+        write_junit(args.junit, cases)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if verdicts.failures else 0
+
+
+def burn(stop):
+    """A CPU burner on every core (a busy machine), until `stop` is set."""
+    import multiprocessing
+
+    def spin(flag):
+        while not flag.is_set():
+            sum(range(10000))
+
+    procs = [multiprocessing.Process(target=spin, args=(stop,), daemon=True)
+             for _ in range(os.cpu_count() or 2)]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def finished_run(work, launcher, options, data, reference, n):
+    """One uninterrupted run that must finish: status 0, nothing left, the reference's bits.
+    A rank that aborted leaves a core in the job directory: its threads' backtraces are the
+    detail (issue 39's abort at interpreter exit)."""
+    token = secrets.token_hex(8)
+    job = fault_job.Job(work / f"finish-{n}-{token}", launcher, data, token, options=options,
+                        env=JOB_ENV, cores=True)
+    try:
+        run = job.start("whole")
+        status = end_of(run, RUN_TIMEOUT)
+        detail = ""
+        for core in job.dir.glob("core*"):
+            detail += f"\n{core}:\n" + fault_job.backtraces(core)
+        if status is None:
+            return "hung", run.output()[-2000:] + detail
+        if status != 0:
+            return "status", f"ended with {status}:\n" + run.output()[-3000:] + detail
+        time.sleep(0.5)
+        if job.leftovers():
+            return "left behind", f"pids {job.leftovers()}"
+        if job.final_state() != reference:
+            return "wrong bits", ""
+        return "ok", ""
+    finally:
+        for run in job.runs:
+            if run.poll() is None:
+                run.kill()
+        job.kill_leftovers()
+        if not any(job.dir.glob("core*")):
+            shutil.rmtree(job.dir, ignore_errors=True)
+
+
+def write_junit(path, cases):
+    """One case per trial (scripts/test counts them): a verdict other than ok fails it, a
+    trial whose instant was missed three times is skipped."""
+    from xml.etree import ElementTree as ET
+
+    suite = ET.Element("testsuite", name="faults", tests=str(len(cases)))
+    seen = collections.Counter()
+    for fault, instant, verdict, detail, seconds in cases:
+        seen[(fault, instant)] += 1
+        case = ET.SubElement(suite, "testcase", classname=fault,
+                             name=f"{instant}#{seen[(fault, instant)]}", time=f"{seconds:.1f}")
+        if verdict == "missed":
+            ET.SubElement(case, "skipped", message="missed: the run ended before the instant")
+        elif verdict != "ok":
+            failure = ET.SubElement(case, "failure", message=verdict)
+            failure.text = detail
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.ElementTree(root).write(path, encoding="unicode")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
