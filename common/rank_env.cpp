@@ -143,11 +143,16 @@ EnvList rank_environment(const RankEnvInput& in) {
   set("PRIMUS_PORT", std::to_string(in.ports.primus_port));
   set("PRIMUS_BOOTSTRAP", std::string(to_string(in.bootstrap)));
   set("PRIMUS_JOB_SECRET", in.job_secret);
-  // The remaining settings as given, so that steps and tools see what the job asked for.
+  // The remaining settings the job chose (a site's plugstack, the environment, sbatch, srun),
+  // so that steps and tools see what it asked for. A default is not exported: every reader has
+  // the table's default, so a job's defaults are the same however it starts (under the plugin,
+  // primus-launch, or a plain `python3 train.py`), and a setting present in the environment is
+  // one the user chose (primus.data and primus.train tell chosen from defaulted by it).
   for (const auto& [name, resolved] : in.options->all()) {
     const OptionSpec* spec = find_option(name);
     if (spec == nullptr || spec->env.empty() || spec->env == "PRIMUS_FRAMEWORK" ||
-        spec->env == "PRIMUS_CKPT_DIR" || spec->env == "PRIMUS_JOB_DIR") {
+        spec->env == "PRIMUS_CKPT_DIR" || spec->env == "PRIMUS_JOB_DIR" ||
+        resolved.source == OptionSource::kDefault) {
       continue;
     }
     set(std::string(spec->env), resolved.value);

@@ -63,4 +63,13 @@ void EventLog::write(const Event& event) {
             << (n < 0 ? std::strerror(errno) : "short write") << "\n";
 }
 
+std::string seconds_since(std::chrono::steady_clock::time_point since) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - since)
+                      .count();
+  std::string text = std::to_string(ms / 1000) + ".";
+  const std::string fraction = std::to_string(1000 + ms % 1000);
+  return text + fraction.substr(1);
+}
+
 }  // namespace primus::launch

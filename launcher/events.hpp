@@ -2,6 +2,7 @@
 // per line, appended and flushed, never rewritten; written by the launcher only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -12,6 +13,9 @@
 #include "primus/os/unique_fd.hpp"
 
 namespace primus::launch {
+
+// "1.234": the seconds from `since` to now, for an event's details.
+std::string seconds_since(std::chrono::steady_clock::time_point since);
 
 struct Event {
   std::string event;  // "launched", "rank-failed", ...

@@ -48,6 +48,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
   if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
 
   AttemptResult result;
+  const Clock::time_point started = Clock::now();
   std::vector<RankProcess> ranks;
   ranks.reserve(setup.envs.size());
   for (std::uint32_t r = 0; r < setup.envs.size(); ++r) {
@@ -139,7 +140,11 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         }
         break;
       case ReportKind::kEvent:
-        if (r.event == "ready" && !r.wrapper) ready_ranks.insert(r.rank);
+        if (r.event == "ready" && !r.wrapper && ready_ranks.insert(r.rank).second &&
+            ready_ranks.size() == ranks.size()) {
+          events.write(
+              {"ranks-ready", std::nullopt, setup.node, {{"seconds", seconds_since(started)}}});
+        }
         if (r.event == "stop-signal" && setup.data != nullptr && !stopping_for_failure) {
           send_data(setup.data->order_checkpoint(true));
         }

@@ -104,6 +104,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
   if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
 
   SlurmAttemptResult result;
+  const Clock::time_point started = Clock::now();
   const pid_t srun = start_srun(setup);
   if (setup.after_start) setup.after_start();
   bool srun_running = true;
@@ -183,7 +184,11 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         return;
       case ReportKind::kEvent:
         if (r.event == "ready") {
-          if (!r.wrapper) ready_ranks.insert(r.rank);
+          if (!r.wrapper && ready_ranks.insert(r.rank).second &&
+              ready_ranks.size() == setup.world_size) {
+            events.write(
+                {"ranks-ready", std::nullopt, setup.node, {{"seconds", seconds_since(started)}}});
+          }
         } else if (r.event == "stop-signal") {
           if (stopping_for_failure) return;  // our SIGTERM after a failure: not a stop
           if (setup.data != nullptr) send_data(setup.data->order_checkpoint(true));

@@ -43,8 +43,9 @@ def main(decode=cnn.decode, on_step=None):
         checkpoint_every=int(os.environ.get("CHECKPOINT_EVERY", "10")), keep_last=2,
         log_every=5, on_step=on_step)
     if primus.init().rank == 0:
-        print(f"finished: {result.steps} steps, {result.epochs} epochs, final loss "
-              f"{result.final_loss:.4f}, {result.samples_per_second:.0f} samples/s", flush=True)
+        loss = "-" if result.final_loss is None else f"{result.final_loss:.4f}"
+        print(f"finished: {result.steps} steps, {result.epochs} epochs, final loss {loss}, "
+              f"{result.samples_per_second:.0f} samples/s", flush=True)
     return result
 
 

@@ -19,7 +19,8 @@ DEFAULT_LOG_EVERY = 10
 class TrainResult:
     """What train() returns: the trained `model` (not DDP-wrapped), its `optimizer` and
     `lr_scheduler`, `steps` (training steps taken in all, from the start of the job), `epochs`
-    (completed), `final_loss` (this rank's loss on its last batch, None when no step ran),
+    (completed), `final_loss` (this rank's loss on its last batch; after a resume at the end,
+    the loss the checkpoint recorded; None when no step was ever taken),
     `samples_per_second` (all ranks, over the steps this process ran), `stopped` (True after a
     stop with exit_on_stop=False), `resumed_from` (the checkpoint's step, or None) and
     `checkpoint` (the last committed checkpoint directory, or None)."""
@@ -214,7 +215,7 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
             saved["lr_scheduler"] = lr_scheduler.state_dict()
         return saved
 
-    step, resumed_from, last_committed = 0, None, None
+    step, resumed_from, last_committed, restored_loss = 0, None, None, None
     restored = checkpoint.load()
     if restored is not None:
         saved = restored.state
@@ -230,6 +231,7 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
         restored.restore_rng()
         step = resumed_from = restored.step
         last_committed = restored.path
+        restored_loss = ((restored.metadata or {}).get("primus.train") or {}).get("loss")
         if job.rank == 0:
             print(f"primus.train: resumed at step {step} (epoch {ds.epoch}) from "
                   f"{restored.path}", file=sys.stderr, flush=True)
@@ -240,6 +242,8 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
 
     def save(at, blocking):
         nonlocal pending, pending_step, saved_step, last_committed
+        # The loss of the step saved: a run that resumes at the end reports it as its final loss.
+        metadata["primus.train"]["loss"] = float(loss) if loss is not None else restored_loss
         result = checkpoint.save(state(), at, epoch=ds.epoch, data_cursor=ds.state_dict(),
                                  metadata=metadata, keep_last=keep_last, blocking=blocking)
         saved_step = at
@@ -301,7 +305,8 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
     commit()
     checkpoint.release_staging()
     elapsed = time.perf_counter() - started
-    result = TrainResult(model, optimizer, lr_scheduler, step, ds.epoch, None if loss is None else float(loss),
+    final_loss = restored_loss if loss is None else float(loss)
+    result = TrainResult(model, optimizer, lr_scheduler, step, ds.epoch, final_loss,
                          ran * ds.global_batch_size / elapsed if ran else 0.0, stopped,
                          resumed_from, last_committed)
     if stopped:

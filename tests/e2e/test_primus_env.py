@@ -47,7 +47,7 @@ def check_against_slurm(by_task, world):
         for same in ("MASTER_ADDR", "MASTER_PORT", "PRIMUS_PORT", "PRIMUS_JOB_ID"):
             assert env[same] == first[same], (same, procid)
         assert env["PRIMUS_JOB_SECRET"] == "<redacted>"
-        assert env["PRIMUS_ENV_VERSION"] == "1"
+        assert env["PRIMUS_ENV_VERSION"] == "2"
     local_sizes = {}
     for env in by_task.values():
         local_sizes.setdefault(env["S_SLURMD_NODENAME"], set()).add(env["LOCAL_WORLD_SIZE"])

@@ -39,7 +39,7 @@ def check_ranks(by_task, world):
         assert env["LOCAL_RANK"] == env["SLURM_LOCALID"]
         assert env["NODE_RANK"] == env["SLURM_NODEID"]
         assert env["WORLD_SIZE"] == str(world)
-        assert env["PRIMUS_ENV_VERSION"] == "1"
+        assert env["PRIMUS_ENV_VERSION"] == "2"
         assert env["MASTER_PORT"] == by_task[0]["MASTER_PORT"]
 
 

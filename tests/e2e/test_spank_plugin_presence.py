@@ -49,7 +49,7 @@ def test_a_required_plugin_missing_on_the_nodes_fails_the_step_cleanly(testbed):
     # slurmstepd refused the step; slurmd lives on and the next step runs.
     testbed.wait_for(lambda: nodes_idle(testbed), 120, "all nodes idle again")
     ok = testbed.srun("-N4", "-n4", "--primus", "bash", "-c", PROBE)
-    assert ok.count("ENV_VERSION=1") == 4, ok
+    assert ok.count("ENV_VERSION=2") == 4, ok
 
 
 def test_an_optional_plugin_missing_on_the_nodes_leaves_the_tasks_unset(testbed):

@@ -53,6 +53,9 @@ JOB_ENV = {"STEP_SLEEP": "0.04", "PRIMUS_STOP_INTERVAL": "0"}
 INSTANTS = {
     "start": ("launched", 0.0, 0.4),     # primus-launch has started the ranks
     "imports": ("launched", 0.4, 1.6),   # the ranks import torch, connect, rendezvous
+    # The second half of the start, up to every rank's ready (measured in the reference run:
+    # the launcher's ranks-ready event), where the ranks connect and rendezvous.
+    "rendezvous": ("launched", None, None),
     "first-step": ("step>=1", 0.0, 0.1),
     "save": ("checkpoint-started", 0.0, 0.03),
     "commit": ("checkpoint-committed", 0.0, 0.01),
@@ -143,6 +146,14 @@ FAULTS = {
     "flip-newest": (damage_newest("flip"), {0}, True),
     "truncate-newest": (damage_newest("truncate"), {0}, True),
 }
+
+
+def ready_seconds(job):
+    """Seconds from the launcher's start of the ranks to every rank's ready, in a finished run."""
+    ready = [e for e in job.events() if e["event"] == "ranks-ready"]
+    if not ready:
+        raise SystemExit("campaign.py: the uninterrupted run has no ranks-ready event")
+    return float(ready[0]["details"]["seconds"])
 
 
 def reached(job, marker, run):
@@ -268,6 +279,8 @@ QUICK = [
     # Each bug of issue 39 that a fault on one machine can show, at the instant that showed it.
     ("sigterm-launcher", "start"), ("sigterm-launcher", "imports"),
     ("sigterm-launcher", "imports"), ("sigterm-launcher", "save"),
+    ("sigterm-launcher", "rendezvous"), ("sigterm-launcher", "rendezvous"),
+    ("sigkill-rank", "rendezvous"), ("sigstop-rank", "rendezvous"),
     ("sigusr2-launcher", "imports"), ("primus-launch-stop", "imports"),
     ("sigkill-launcher", "imports"), ("sigkill-launcher", "mid-training"),
     ("sigkill-rank", "imports"), ("sigkill-rank", "first-step"), ("sigkill-rank", "commit"),
@@ -327,6 +340,10 @@ def main():
     if status != 0:
         sys.exit(f"campaign.py: the uninterrupted run failed ({status}):\n{run.output()[-3000:]}")
     reference = reference_job.final_state()
+    start = ready_seconds(reference_job)
+    INSTANTS["rendezvous"] = ("launched", 0.5 * start, start)
+    print(f"the uninterrupted run: ranks ready {start:.2f} s after the launcher started them",
+          flush=True)
     verdicts = Verdicts()
     cases = []
     started = time.monotonic()

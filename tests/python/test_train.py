@@ -131,7 +131,7 @@ SEPARABLE = """
     with torch.no_grad():
         accuracy = (model(points).argmax(1) == torch.tensor([y for _, y in data])).float().mean()
     print(result.steps, result.epochs, result.resumed_from, f"{float(accuracy):.2f}",
-          result.checkpoint.rsplit("/", 1)[-1])
+          result.checkpoint.rsplit("/", 1)[-1], result.final_loss)
 """
 
 
@@ -139,7 +139,7 @@ def test_train_in_a_world_of_one_learns_checkpoints_and_a_second_run_resumes_at_
         tmp_path):
     first = python(SEPARABLE.replace("EPOCHS", "6"), tmp_path)
     assert first.returncode == 0, first.stderr
-    steps, epochs, resumed, accuracy, last = first.stdout.split()
+    steps, epochs, resumed, accuracy, last, loss = first.stdout.split()
     assert (steps, epochs, resumed, last) == ("48", "6", "None", "step-000000000048")
     assert float(accuracy) >= 0.9, first.stdout
     ckpts = sorted(p.name for p in (tmp_path / "primus-local" / "ckpt").glob("step-*"))
@@ -151,6 +151,10 @@ def test_train_in_a_world_of_one_learns_checkpoints_and_a_second_run_resumes_at_
     again = python(SEPARABLE.replace("EPOCHS", "6"), tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout.split()[:3] == ["48", "6", "48"], again.stdout
+    # Resumed at the end, no step ran: the final loss is the one the last checkpoint recorded
+    # (issue 39: it was None, and the CNN example's print of it failed the rerun of a finished
+    # job, or of one stopped at its last step, in every attempt).
+    assert again.stdout.split()[5] == loss != "None", (first.stdout, again.stdout)
     # More epochs later: the same job continues from its last checkpoint.
     more = python(SEPARABLE.replace("EPOCHS", "7"), tmp_path)
     assert more.returncode == 0, more.stderr
@@ -244,6 +248,39 @@ def test_workers_in_a_plain_script_runs_it_again_as_that_many_ranks(tmp_path):
     logs = sorted((tmp_path / "primus-local" / "logs").rglob("rank-*.log"))
     assert [log.read_text().strip().splitlines()[-1] for log in logs] == \
         ["rank 0 of 2: 4 steps", "rank 1 of 2: 4 steps"]
+
+
+def test_a_jobs_defaults_are_the_same_under_primus_launch_as_in_a_plain_script(tmp_path):
+    """Issue 39: the rank environment exported every option's default (PRIMUS_DROP_LAST=0),
+    which primus.data counted as chosen; primus.train then kept drop_last off under
+    primus-launch and turned it on in a plain script, and a cursor saved one way was refused
+    the other. Now only a chosen setting is in the environment."""
+    needs_launcher()
+    script = tmp_path / "probe.py"
+    script.write_text(textwrap.dedent("""
+        import os, torch, primus.data
+        samples = [(torch.tensor([float(i)]), torch.tensor(0)) for i in range(8)]
+        ds = primus.data.Dataset(samples, global_batch_size=4)
+        chosen = sorted(k for k in os.environ if k in ("PRIMUS_DROP_LAST", "PRIMUS_SEED",
+                                                       "PRIMUS_SHUFFLE", "PRIMUS_MAX_RESTARTS"))
+        print("probe", ds.drop_last_chosen, ",".join(chosen) or "-", flush=True)
+    """))
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment(),
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    launched = subprocess.run([LAUNCHER, "--nproc", "1", "--", sys.executable, str(script)],
+                              cwd=tmp_path, env=environment(), capture_output=True, text=True,
+                              timeout=120)
+    assert launched.returncode == 0, launched.stderr
+    assert "probe False -" in plain.stdout, plain.stdout
+    assert "probe False -" in launched.stdout, launched.stdout + launched.stderr
+    # A setting the user chose is there, and counts as chosen.
+    chosen = subprocess.run([LAUNCHER, "--nproc", "1", "--primus-max-restarts=1", "--",
+                             sys.executable, str(script)], cwd=tmp_path,
+                            env=environment(PRIMUS_DROP_LAST="1"), capture_output=True, text=True,
+                            timeout=120)
+    assert chosen.returncode == 0, chosen.stderr
+    assert "probe True PRIMUS_DROP_LAST,PRIMUS_MAX_RESTARTS" in chosen.stdout, chosen.stdout
 
 
 def test_the_cnn_example_stopped_twice_ends_bitwise_equal_and_reads_every_record_once(

@@ -66,7 +66,7 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"MASTER_PORT", "12001"},
       {"TORCHELASTIC_RESTART_COUNT", "1"},
       {"OMP_NUM_THREADS", "4"},
-      {"PRIMUS_ENV_VERSION", "1"},
+      {"PRIMUS_ENV_VERSION", "2"},
       {"PRIMUS_FRAMEWORK", "pytorch"},
       {"PRIMUS_JOB_ID", "77"},
       {"PRIMUS_JOB_DIR", "/home/ada/run/primus-77"},
@@ -75,31 +75,26 @@ TEST(RankEnvironment, PyTorchRankThreeOfEight) {
       {"PRIMUS_PORT", "12002"},
       {"PRIMUS_BOOTSTRAP", "tcp"},
       {"PRIMUS_JOB_SECRET", "0123456789abcdef"},
-      {"PRIMUS_MASTER_PORT", "auto"},
-      {"PRIMUS_BIND_GPUS", "auto"},
-      {"PRIMUS_VERBOSE", "0"},
-      {"PRIMUS_CKPT_TRUST_SHARED", "0"},
-      {"PRIMUS_MAX_RESTARTS", "0"},
-      {"PRIMUS_EXIT_PREEMPTED", "75"},
-      {"PRIMUS_COLL_INTEGRITY", "0"},
-      {"PRIMUS_MAX_REQUEUES", "3"},
-      {"PRIMUS_PREEMPT_SIGNAL", "USR2"},
-      {"PRIMUS_HANG_TIMEOUT", "off"},
-      {"PRIMUS_STOP_GRACE", "120"},
-      {"PRIMUS_SPARE_NODES", "0"},
-      {"PRIMUS_ELASTIC", "off"},
-      {"PRIMUS_EXCLUDE_AFTER", "2"},
-      {"PRIMUS_HEARTBEAT_INTERVAL", "5"},
-      {"PRIMUS_PROGRESS_INTERVAL", "60"},
-      {"PRIMUS_STRAGGLER_WINDOW", "60"},
-      {"PRIMUS_DATA_FORMAT", "tfrecord"},
-      {"PRIMUS_DATA_MODE", "static"},
-      {"PRIMUS_SEED", "0"},
-      {"PRIMUS_SHUFFLE", "records"},
-      {"PRIMUS_SHUFFLE_BLOCK", "1024"},
-      {"PRIMUS_DROP_LAST", "0"},
   };
   EXPECT_EQ(env, expected);
+}
+
+TEST(RankEnvironment, OnlyTheSettingsAJobChoseAreExportedNeverADefault) {
+  // Issue 39: PRIMUS_DROP_LAST=0, exported as a default, counted as the user's choice.
+  const auto srun = parse_command_line_options(
+      OptionSource::kSrun, {{"primus-max-restarts", "2"}, {"primus-seed", "0"}});
+  OptionLayer site;
+  site.source = OptionSource::kSite;
+  site.values["primus-hang-timeout"] = "600";
+  Fixture f = pytorch_rank(0, {srun, site});
+  const auto env = as_map(compute(f));
+  EXPECT_EQ(env.at("PRIMUS_MAX_RESTARTS"), "2");
+  EXPECT_EQ(env.at("PRIMUS_SEED"), "0") << "chosen, though equal to the default";
+  EXPECT_EQ(env.at("PRIMUS_HANG_TIMEOUT"), "600");
+  for (const char* defaulted : {"PRIMUS_DROP_LAST", "PRIMUS_SHUFFLE", "PRIMUS_EXIT_PREEMPTED",
+                                "PRIMUS_HEARTBEAT_INTERVAL", "PRIMUS_STOP_GRACE"}) {
+    EXPECT_EQ(env.count(defaulted), 0U) << defaulted;
+  }
 }
 
 TEST(RankEnvironment, OptionsShapeDirectoriesPortsAndThreads) {

@@ -13,7 +13,8 @@
 
 namespace primus {
 
-inline constexpr int kPrimusEnvVersion = 1;
+// 2: option defaults are no longer exported, only the settings a job chose (issue 39).
+inline constexpr int kPrimusEnvVersion = 2;
 
 // Linux limits one "NAME=value" environment string to 32 pages (MAX_ARG_STRLEN), NUL included.
 inline constexpr std::size_t kMaxEnvStringBytes = 131072;
