@@ -3,7 +3,8 @@
 // is watched from that moment too: a rank stopped while it imports torch holds the others in
 // the rendezvous, and would otherwise never be found. Advancing a step renews a rank's time; a
 // goodbye (the rank's interpreter is exiting) renews it once more, so that a rank stopped on
-// its way out is found as well; an end takes the rank out of the watch.
+// its way out is found as well; an end takes the rank out of the watch. Heartbeats without a
+// step tell a rank that waits from one that is stopped: the hang is blamed on the latter.
 #pragma once
 
 #include <chrono>
@@ -21,12 +22,14 @@ class HangWatch {
   explicit HangWatch(std::uint32_t world_size) : world_size_(world_size) {}
 
   void hello(std::uint32_t rank, Clock::time_point now);
+  void heard(std::uint32_t rank, Clock::time_point now);  // any report (a heartbeat)
   void advanced(std::uint32_t rank, Clock::time_point now);
   void goodbye(std::uint32_t rank, Clock::time_point now);
   void ended(std::uint32_t rank);
 
-  // The rank watched longest without news, once that is more than `timeout`; a rank that never
-  // said hello before one that did.
+  // Once a rank made no progress for more than `timeout`: the rank to blame, the one silent
+  // longest (no heartbeat either: stopped, or never said hello) among those without progress,
+  // else the one whose progress is oldest.
   std::optional<std::uint32_t> hung(Clock::time_point now, std::chrono::milliseconds timeout) const;
   // When the rank was last heard from (or watched since); `now` for a rank not watched.
   Clock::time_point since(std::uint32_t rank, Clock::time_point now) const;
@@ -35,8 +38,8 @@ class HangWatch {
   std::uint32_t world_size_;
   bool any_hello_ = false;
   std::map<std::uint32_t, Clock::time_point> last_;
+  std::map<std::uint32_t, Clock::time_point> heard_;  // the last report of any kind
   std::set<std::uint32_t> ended_;
-  std::set<std::uint32_t> unheard_;  // watched since the first hello, no hello of their own
 };
 
 }  // namespace primus::launch

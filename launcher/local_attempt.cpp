@@ -134,6 +134,7 @@ AttemptResult run_attempt(const AttemptSetup& setup, Reaper& reaper, EventLog& e
         if (r.attempt && *r.attempt == setup.attempt) watch.hello(r.rank, Clock::now());
         break;
       case ReportKind::kHeartbeat:
+        if (!r.wrapper) watch.heard(r.rank, Clock::now());
         if (r.steps && (steps.count(r.rank) == 0 || *r.steps > steps[r.rank])) {
           steps[r.rank] = *r.steps;
           watch.advanced(r.rank, Clock::now());

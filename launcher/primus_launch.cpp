@@ -1152,7 +1152,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       outcome.verdict = Verdict::kFailed;
       outcome.cause = RankEnd{-1, result.srun_status};
     }
-    const Decision decision = decide(outcome, attempt, max_restarts, preempted);
+    Decision decision = decide(outcome, attempt, max_restarts, preempted);
     if (outcome.verdict == Verdict::kFailed && outcome.cause) {
       if (outcome.cause->rank >= 0) {
         print_root_cause(*outcome.cause, node_of(outcome.cause->rank), log_dir, attempt,
@@ -1190,10 +1190,13 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       excluded_in_use = true;
     }
     if (decision.restart && excluded_in_use && !placing) {
-      // The ranks need every node of the allocation, one of which is now excluded.
+      // The ranks need every node of the allocation, one of which is now excluded: the job
+      // ends as a failure with the cause's status, as with no restart left (issue 39: the
+      // restart's status, 0, made it COMPLETED without finishing).
       std::cerr << "primus-launch: not starting the ranks again: they would need the excluded "
                    "node (--primus-spare-nodes=K, with K nodes more, lets them go on without it; "
                    "a requeue by primus-launch keeps it out)\n";
+      decision = decide(outcome, attempt, attempt, preempted);
     } else if (decision.restart) {
       monitor.set_state("restarting");
       std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "

@@ -177,6 +177,7 @@ SlurmAttemptResult run_slurm_attempt(const SlurmAttemptSetup& setup, ControlServ
         }
         return;
       case ReportKind::kHeartbeat:
+        if (!r.wrapper) watch.heard(r.rank, Clock::now());
         if (r.steps && (steps.count(r.rank) == 0 || *r.steps > steps[r.rank])) {
           steps[r.rank] = *r.steps;
           watch.advanced(r.rank, Clock::now());

@@ -38,6 +38,20 @@ def start_again(testbed, run):
     testbed.root_cmd(["scontrol", "update", f"JobId={run.job}", "StartTime=now"])
 
 
+def preempt(testbed, run):
+    """An exclusive job in `high` takes every node: `run` is preempted and requeued; then it is
+    started again at once (without the requeue's wait)."""
+    high = testbed.sbatch("-p", "high", "-N4", "--exclusive", "-o", "/dev/null", "--wrap",
+                          "sleep 1")
+    try:
+        testbed.wait_for(lambda: testbed.job(run.job).get("Restarts") == "1"
+                         and testbed.job(run.job).get("JobState") == "PENDING", 120,
+                         lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
+        testbed.wait_ended([high], 120)
+    finally:
+        testbed.cancel(high)
+
+
 class Launch:
     """A batch job of `layout` that runs `program` (a copy of it, in the job's own folder under
     the testbed's work directory) under `exec primus-launch`, from the installed module."""

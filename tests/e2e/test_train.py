@@ -15,24 +15,10 @@ from pathlib import Path
 
 from cnn_jobs import (EPOCHS, STEPS_PER_EPOCH, CnnJob, dataset,  # noqa: F401 (fixtures)
                       reference)
-from slurm_jobs import job_processes, start_again
+from slurm_jobs import job_processes, preempt, start_again
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 import train_oracle  # noqa: E402
-
-
-def preempt(testbed, run):
-    """An exclusive job in `high` takes every node: `run` is preempted and requeued; then it is
-    started again at once (without the requeue's wait)."""
-    high = testbed.sbatch("-p", "high", "-N4", "--exclusive", "-o", "/dev/null", "--wrap",
-                          "sleep 1")
-    try:
-        testbed.wait_for(lambda: testbed.job(run.job).get("Restarts") == "1"
-                         and testbed.job(run.job).get("JobState") == "PENDING", 120,
-                         lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
-        testbed.wait_ended([high], 120)
-    finally:
-        testbed.cancel(high)
 
 
 def test_the_uninterrupted_cnn_job_reads_every_record_once_per_epoch(reference):

@@ -22,12 +22,12 @@ and prints a table per fault and instant. Exit status 1 when any trial is not ok
 
 import argparse
 import collections
-import json
 import os
 import random
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,9 +91,8 @@ def signal_rank(sig, which=1):
     return inject
 
 
-def user_stop(job, run):
+def user_stop(job, run):  # noqa: ARG001 (an injector's signature)
     (job.dir / "primus-local").mkdir(exist_ok=True)
-    import subprocess
     subprocess.run([job.launcher, "stop", str(job.dir / "primus-local")], capture_output=True,
                    timeout=30)
 
@@ -145,6 +144,7 @@ FAULTS = {
     "primus-launch-stop": (user_stop, {0, 75}, False),
     "flip-newest": (damage_newest("flip"), {0}, True),
     "truncate-newest": (damage_newest("truncate"), {0}, True),
+    "disk-full": (None, set(), True),  # disk_full(): a trial of its own
 }
 
 
@@ -209,63 +209,11 @@ def trial(work, launcher, options, data, reference, fault, instant, rng, keep):
     token = secrets.token_hex(8)
     job = fault_job.Job(work / f"{fault}-{instant}-{token}", launcher, data, token,
                         options=options, env=JOB_ENV)
-    inject, allowed, between_runs = FAULTS[fault]
     try:
-        if between_runs or instant == "resume-load":
-            first = job.start("pre", STOP_AT=13)
-            status = end_of(first, RUN_TIMEOUT)
-            if status != 75:
-                return "lost", f"the stop before the trial ended with {status}"
-        if between_runs:
-            inject(job, None)
-            run = job.start("faulted")
-            status = end_of(run, RUN_TIMEOUT)
-            if status is None:
-                return "hung", "the run after the damage did not end"
-            if status != 0:
-                return "lost", f"the run after the damage ended with {status}:\n" + \
-                    run.output()[-2000:]
-        else:
-            run = job.start("faulted")
-            if not aim(job, run, instant, rng):
-                end_of(run, RUN_TIMEOUT)
-                return "missed", "the run ended before the instant"
-            inject(job, run)
-            deadline = STOP_GRACE + 10 if fault != "sigstop-rank" else HANG_TIMEOUT + 20
-            status = end_of(run, deadline)
-            if status is None:
-                return "hung", f"no end within {deadline} s:\n" + run.output()[-2000:]
-            if status not in allowed:
-                return "status", f"ended with {status}:\n" + run.output()[-3000:]
-        time.sleep(0.5)
-        if job.leftovers():
-            left = job.leftovers()
-            job.kill_leftovers()
-            return "left behind", f"pids {left}"
-        if len(job.restarts()) > 1:
-            return "loop", f"{len(job.restarts())} restarts for one fault"
-        for attempt in range(2):
-            if job.final_state() is not None and run.poll() == 0:
-                break
-            run = job.start(f"again{attempt}")
-            status = end_of(run, RUN_TIMEOUT)
-            if status is None:
-                return "hung", "a run after the fault did not end"
-            if status != 0:
-                return "lost", f"run again, it ended with {status}:\n" + run.output()[-3000:]
-        final = job.final_state()
-        if final is None:
-            return "lost", "no final state"
-        different = sorted(k for k in reference if final.get(k) != reference[k])
-        if different or final.keys() != reference.keys():
-            return "wrong bits", f"differ: {different[:5]}"
-        try:
-            train_oracle.check_exactly_once(
-                train_oracle.read_trace(job.dir / "trace"), fault_job.RECORDS, fault_job.EPOCHS,
-                fault_job.RECORDS // fault_job.GLOBAL_BATCH)
-        except AssertionError as error:
-            return "records", str(error)[:500]
-        return "ok", ""
+        if fault == "disk-full":
+            return disk_full(job, reference)
+        outcome = fault_run(job, fault, instant, rng)
+        return outcome if outcome else judge_after(job, reference)
     finally:
         for run in job.runs:
             if run.poll() is None:
@@ -273,6 +221,102 @@ def trial(work, launcher, options, data, reference, fault, instant, rng, keep):
         job.kill_leftovers()
         if not keep:
             shutil.rmtree(job.dir, ignore_errors=True)
+
+
+def fault_run(job, fault, instant, rng):
+    """The faulted run, and the stop before it where the fault needs one; a verdict when the
+    trial is over already, else None."""
+    inject, allowed, between_runs = FAULTS[fault]
+    if between_runs or instant == "resume-load":
+        first = job.start("pre", STOP_AT=13)
+        status = end_of(first, RUN_TIMEOUT)
+        if status != 75:
+            return "lost", f"the stop before the trial ended with {status}"
+    if between_runs:
+        inject(job, None)
+        run = job.start("faulted")
+        status = end_of(run, RUN_TIMEOUT)
+        if status is None:
+            return "hung", "the run after the damage did not end"
+        if status != 0:
+            return "lost", f"the run after the damage ended with {status}:\n" + \
+                run.output()[-2000:]
+        return None
+    run = job.start("faulted")
+    if not aim(job, run, instant, rng):
+        end_of(run, RUN_TIMEOUT)
+        return "missed", "the run ended before the instant"
+    inject(job, run)
+    deadline = STOP_GRACE + 10 if fault != "sigstop-rank" else HANG_TIMEOUT + 20
+    status = end_of(run, deadline)
+    if status is None:
+        return "hung", f"no end within {deadline} s:\n" + run.output()[-2000:]
+    if status not in allowed:
+        return "status", f"ended with {status}:\n" + run.output()[-3000:]
+    return None
+
+
+def judge_after(job, reference):
+    """After the faulted run: nothing left, no second restart, and the same command run again
+    (as a requeue would) finishes with the reference's bits, every record once per epoch."""
+    time.sleep(0.5)
+    if job.leftovers():
+        left = job.leftovers()
+        job.kill_leftovers()
+        return "left behind", f"pids {left}"
+    if len(job.restarts()) > 1:
+        return "loop", f"{len(job.restarts())} restarts for one fault"
+    run = job.runs[-1]
+    for attempt in range(2):
+        if job.final_state() is not None and run.poll() == 0:
+            break
+        run = job.start(f"again{attempt}")
+        status = end_of(run, RUN_TIMEOUT)
+        if status is None:
+            return "hung", "a run after the fault did not end"
+        if status != 0:
+            return "lost", f"run again, it ended with {status}:\n" + run.output()[-3000:]
+    final = job.final_state()
+    if final is None:
+        return "lost", "no final state"
+    different = sorted(k for k in reference if final.get(k) != reference[k])
+    if different or final.keys() != reference.keys():
+        return "wrong bits", f"differ: {different[:5]}"
+    try:
+        train_oracle.check_exactly_once(
+            train_oracle.read_trace(job.dir / "trace"), fault_job.RECORDS, fault_job.EPOCHS,
+            fault_job.RECORDS // fault_job.GLOBAL_BATCH)
+    except AssertionError as error:
+        return "records", str(error)[:500]
+    return "ok", ""
+
+
+def disk_full(job, reference):
+    """The checkpoints on a file system too small for a third one (a 640 KiB tmpfs, as root):
+    a save fails with ENOSPC. The job must end non-zero within its deadlines, naming the full
+    disk (a restart under --primus-max-restarts=1 fails the same way: one restart, no loop);
+    once the disk has room again, the same command resumes from the last committed step and
+    ends with the reference's bits."""
+    if os.geteuid() != 0:
+        return "missed", "not root: no tmpfs to fill"
+    mount = job.dir / "small-disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=640k,mode=0700", "tmpfs", str(mount)],
+                   check=True, capture_output=True)
+    try:
+        job.options.append(f"--primus-ckpt-dir={mount}")
+        run = job.start("faulted")
+        status = end_of(run, RUN_TIMEOUT)
+        output = run.output()
+        if status is None:
+            return "hung", "the run on a full disk did not end:\n" + output[-2000:]
+        if status in (0, 75) or "No space left on device" not in output:
+            return "status", f"ended with {status}, not naming the full disk:\n" + output[-3000:]
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True,
+                       capture_output=True)
+        return judge_after(job, reference)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 QUICK = [
@@ -287,7 +331,7 @@ QUICK = [
     ("sigterm-rank", "imports"), ("sigstop-rank", "mid-training"),
     ("sigterm-launcher", "resume-load"), ("sigterm-launcher", "last-step"),
     ("sigterm-launcher", "after-last"),
-    ("flip-newest", "-"), ("truncate-newest", "-"),
+    ("flip-newest", "-"), ("truncate-newest", "-"), ("disk-full", "-"),
 ]
 
 

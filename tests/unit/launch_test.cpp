@@ -147,9 +147,24 @@ TEST(LaunchHangWatch, ARankSilentSinceTheFirstHelloOrOnItsWayOutIsHung) {
   EXPECT_FALSE(watch.hung(t0 + s(100), s(5))) << "nobody said hello: a plain script";
   watch.hello(0, t0 + s(10));
   watch.hello(1, t0 + s(11));
-  // Rank 2 never says hello (stopped while importing torch): watched from the first hello.
+  // Rank 2 never says hello (stopped while importing torch): watched from the first hello. The
+  // others wait for it in the rendezvous, making no progress, but send heartbeats.
+  watch.heard(0, t0 + s(14));
+  watch.heard(1, t0 + s(14));
   EXPECT_FALSE(watch.hung(t0 + s(14), s(5)));
+  watch.heard(0, t0 + s(16));
   EXPECT_EQ(watch.hung(t0 + s(16), s(5)), 2U);
+  // Rank 1, stopped after its hello, heartbeats no more: it is the one, not rank 0, whose
+  // hello (its last progress) is older.
+  HangWatch stopped(2);
+  stopped.hello(0, t0 + s(10));
+  stopped.hello(1, t0 + s(11));
+  for (int t = 12; t <= 20; ++t)
+    stopped.heard(0, t0 + s(t));
+  EXPECT_EQ(stopped.hung(t0 + s(20), s(5)), 1U);
+  // Both alive (heartbeats), no progress: the oldest progress, as before.
+  stopped.heard(1, t0 + s(20));
+  EXPECT_EQ(stopped.hung(t0 + s(20), s(5)), 0U);
   watch.hello(2, t0 + s(16));
   watch.advanced(0, t0 + s(20));
   watch.advanced(1, t0 + s(20));
