@@ -18,7 +18,10 @@ std::optional<DatasetCheck> check_dataset(const ResolvedOptions& options,
       run_command({program, "index", spec->value,
                    "--primus-data-format=" + options.value_or("primus-data-format", "tfrecord"),
                    "--cache-dir=" + (job_dir / "index").string()},
-                  timeout);
+                  // Shielded: a stop signal to every process of the job (a preemption) must not
+                  // end the check halfway and read as an unreadable dataset; the launcher takes
+                  // the stop itself once the ranks start.
+                  timeout, /*shielded=*/true);
   const bool exited = out.status >= 0 && WIFEXITED(out.status);
   const int code = exited ? WEXITSTATUS(out.status) : -1;
   std::string message = out.output;

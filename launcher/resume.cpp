@@ -53,7 +53,10 @@ NewestCheckpoint find_newest_checkpoint(const std::filesystem::path& root,
   if (!std::filesystem::exists(root, error)) return {};
   const std::string program = program_beside_launcher("primus-ckpt");
   const CommandOutput out =
-      run_command({program, "latest", "--json", "--full", root.string()}, timeout);
+      // Shielded: a stop signal to every process of the job (a preemption) must not end the
+      // resolution halfway, which would read as a broken checkpoint directory; the launcher
+      // takes the stop itself once the ranks start.
+      run_command({program, "latest", "--json", "--full", root.string()}, timeout, true);
   const bool exited = out.status >= 0 && WIFEXITED(out.status);
   const int code = exited ? WEXITSTATUS(out.status) : -1;
   if (code == 0 || code == 1) return parse_newest_checkpoint(out.output);

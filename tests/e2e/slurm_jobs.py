@@ -12,8 +12,9 @@ TRAIN = Path(__file__).resolve().parents[1] / "python" / "train_tiny.py"
 INIT = "/usr/share/lmod/lmod/init/bash"
 
 
-def job_processes(job):
-    """Processes (other than slurmstepd) whose environment says they belong to `job`."""
+def processes_of(job):
+    """(pid, command name, environment entries) of every process whose environment says it
+    belongs to `job`."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -23,9 +24,14 @@ def job_processes(job):
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue
-        if f"SLURM_JOB_ID={job}".encode() in env and comm != "slurmstepd":
-            found.append(f"{pid} {comm}")
+        if f"SLURM_JOB_ID={job}".encode() in env:
+            found.append((int(pid), comm, env))
     return found
+
+
+def job_processes(job):
+    """Processes (other than slurmstepd) whose environment says they belong to `job`."""
+    return [f"{pid} {comm}" for pid, comm, _ in processes_of(job) if comm != "slurmstepd"]
 
 
 def start_again(testbed, run):

@@ -13,12 +13,11 @@ measured it), `first-step`, `save` (a checkpoint started)."""
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from cnn_jobs import CnnJob, dataset, reference  # noqa: F401 (fixtures)
-from slurm_jobs import INIT, preempt, start_again
+from slurm_jobs import INIT, preempt, processes_of, start_again
 
 LAUNCH = "--primus-max-restarts=1 --primus-hang-timeout=20 --primus-heartbeat-interval=1"
 
@@ -54,17 +53,9 @@ def wait_instant(testbed, run, instant, reference):
 
 def rank_pid(run, rank):
     """The pid of `rank` of the job's ranks (not its task wrapper), found through /proc."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
-            continue
-        if (f"SLURM_JOB_ID={run.job}".encode() in env and f"RANK={rank}".encode() in env
-                and comm.startswith("python")):
-            return int(pid)
+    for pid, comm, env in processes_of(run.job):
+        if f"RANK={rank}".encode() in env and comm.startswith("python"):
+            return pid
     return None
 
 

@@ -72,13 +72,27 @@ def signal_launcher(sig):
     return inject
 
 
-def rank_pids(job, run):
-    """The ranks' pids: the launcher's children."""
-    try:
-        with open(f"/proc/{run.process.pid}/task/{run.process.pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+def rank_pids(job, run):  # noqa: ARG001 (an injector's signature)
+    """The ranks' pids: the launcher's children that run the training program (not the
+    dataset's check, nor the orphan guard), waiting up to 2 s for them to be started."""
+    for _ in range(200):
+        try:
+            with open(f"/proc/{run.process.pid}/task/{run.process.pid}/children") as f:
+                children = [int(p) for p in f.read().split()]
+        except OSError:
+            return []
+        ranks = []
+        for pid in children:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if fault_job.HARNESS.name.encode() in f.read():
+                        ranks.append(pid)
+            except OSError:
+                continue
+        if len(ranks) == job.nproc:
+            return ranks
+        time.sleep(0.01)
+    return ranks
 
 
 def signal_rank(sig, which=1):
@@ -361,6 +375,9 @@ def main():
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--only", help="a fault name: only its trials")
     parser.add_argument("--at", help="an instant's name: only its trials")
+    parser.add_argument("--ready-seconds", type=float,
+                        help="the start's length for the rendezvous instant, where the launcher "
+                             "writes no ranks-ready event (an older build)")
     parser.add_argument("--launcher-options",
                         help="primus-launch's options instead of the campaign's (for an older "
                              "build that lacks one): one string, split at spaces")
@@ -384,7 +401,7 @@ def main():
     if status != 0:
         sys.exit(f"campaign.py: the uninterrupted run failed ({status}):\n{run.output()[-3000:]}")
     reference = reference_job.final_state()
-    start = ready_seconds(reference_job)
+    start = args.ready_seconds or ready_seconds(reference_job)
     INSTANTS["rendezvous"] = ("launched", 0.5 * start, start)
     print(f"the uninterrupted run: ranks ready {start:.2f} s after the launcher started them",
           flush=True)

@@ -24,18 +24,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parents[1]
+sys.path.insert(0, str(SOURCE / "tests" / "python"))
+from job_env import job_environment  # noqa: E402
 HARNESS = SOURCE / "tests" / "python" / "train_cnn.py"
 RECORDS, GLOBAL_BATCH, EPOCHS = 512, 64, 3
 STEPS = EPOCHS * RECORDS // GLOBAL_BATCH
 
 
 def rank_environment(extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "PRIMUS_", "RANK", "WORLD_SIZE", "LOCAL_"))}
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update(OMP_NUM_THREADS="1", GLOG_minloglevel="2")
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return job_environment(**extra)
 
 
 def make_data(where):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import train_oracle
+from job_env import job_environment
 
 torch = pytest.importorskip("torch", reason="torch is not installed for this Python")
 
@@ -26,13 +27,7 @@ RECORDS, GLOBAL_BATCH, EPOCHS = 512, 64, 3
 STEPS_PER_EPOCH = RECORDS // GLOBAL_BATCH
 
 
-def environment(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "PRIMUS_", "RANK", "WORLD_SIZE", "LOCAL_"))}
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update(OMP_NUM_THREADS="1", GLOG_minloglevel="2")
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+environment = job_environment
 
 
 def python(code, cwd, **extra):

@@ -2,6 +2,7 @@
 // or exit with which status; and its small adapters: the command's lookup (126/127), the job
 // directory's checks, the events' lines.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "primus/common/error.hpp"
 #include "resume.hpp"
 #include "slurm_attempt.hpp"
+#include "slurm_queries.hpp"
 #include "step_layout.hpp"
 
 namespace primus::launch {
@@ -186,6 +188,27 @@ TEST(LaunchOutcome, EveryRankAtZeroIsFinished) {
   EXPECT_EQ(outcome.verdict, Verdict::kFinished);
   EXPECT_EQ(decide(outcome, 0, 3, 75).exit_status, 0);
   EXPECT_FALSE(decide(outcome, 0, 3, 75).restart);
+}
+
+TEST(LaunchCommands, AShieldedCommandOutlivesAStopSignalThatReachesEveryProcess) {
+  // Issue 39: a preemption signals every process of the job, the dataset's check and the
+  // resume point's resolution included; killed halfway, they read as an unreadable dataset or
+  // a broken checkpoint directory (exit 2, the job lost). Shielded, they keep the launcher's
+  // blocked stop signals blocked and finish; the launcher takes the stop itself.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigset_t before;
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &stop, &before), 0);
+  const std::vector<std::string> argv = {"sh", "-c", "kill -TERM $$; echo finished"};
+  const CommandOutput shielded = run_command(argv, std::chrono::seconds(10), true);
+  const CommandOutput plain = run_command(argv, std::chrono::seconds(10), false);
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  ASSERT_TRUE(WIFEXITED(shielded.status)) << describe(shielded.status);
+  EXPECT_EQ(WEXITSTATUS(shielded.status), 0);
+  EXPECT_EQ(shielded.output, "finished\n");
+  ASSERT_TRUE(WIFSIGNALED(plain.status)) << describe(plain.status);
+  EXPECT_EQ(WTERMSIG(plain.status), SIGTERM);
 }
 
 class Scratch : public ::testing::Test {
