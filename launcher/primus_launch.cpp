@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "../common/cli/command_line.hpp"
+#include "attempt_report.hpp"
 #include "command_path.hpp"
 #include "data_check.hpp"
 #include "events.hpp"
@@ -112,17 +112,6 @@ Environment process_environment() {
     if (eq != nullptr) env[std::string(*entry, static_cast<std::size_t>(eq - *entry))] = eq + 1;
   }
   return env;
-}
-
-// The last `count` lines of a file, for the root cause.
-std::vector<std::string> last_lines(const std::filesystem::path& path, std::size_t count) {
-  std::ifstream in(path);
-  std::deque<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-    if (lines.size() > count) lines.pop_front();
-  }
-  return {lines.begin(), lines.end()};
 }
 
 // The job directory of Slurm job JOBID as primus-launch makes it by default: primus-<JOBID> in
@@ -427,25 +416,6 @@ std::uint32_t option_number(const ResolvedOptions& options, std::string_view nam
   return static_cast<std::uint32_t>(parse_unsigned(options.value_or(name, "0"), max).value_or(0));
 }
 
-// Prints the root cause once: the rank, its node, how it ended, the last lines of its log.
-void print_root_cause(const RankEnd& cause, const std::string& node,
-                      const std::filesystem::path& log_dir, std::uint32_t attempt,
-                      const std::string& what) {
-  const std::filesystem::path log = log_dir / rank_log_name(static_cast<std::uint32_t>(cause.rank));
-  std::cerr << "primus-launch: rank " << cause.rank << " on " << node << " " << what << ": "
-            << describe(cause.wait_status) << " (attempt " << attempt << "); the last lines of "
-            << log.string() << ":\n";
-  for (const std::string& line : last_lines(log, 10))
-    std::cerr << "  | " << line << "\n";
-}
-
-// When the first failure reported was a rank that lost its connection to a peer that failed.
-void explain_lost_peer(int rank, const std::string& node, int peer, const std::string& peer_node) {
-  std::cerr << "primus-launch: rank " << rank << " (" << node << ") failed because rank " << peer
-            << " (" << peer_node << ") closed its connection; rank " << peer
-            << " is the root cause\n";
-}
-
 // PRIMUS_RESUME for the next attempt: the newest committed checkpoint under `root` that
 // verifies, else the one the user gave, else none (rule 4 of "Preemption and requeue"). Newer
 // checkpoints that fail the verification are named; a "resuming" event records the choice.
@@ -493,19 +463,6 @@ std::chrono::milliseconds stop_grace_of(const ResolvedOptions& options) {
   return std::chrono::seconds(
       parse_unsigned(options.value_or("primus-stop-grace", "120"), std::uint64_t{7} * 24 * 3600)
           .value_or(120));
-}
-
-// What the launcher says when the stop came while ranks were starting (docs/architecture.md,
-// "Preemption and requeue", rule 3): nothing was saved in this attempt.
-void explain_stopped_while_starting(const Outcome& outcome,
-                                    const std::optional<std::string>& resume) {
-  if (outcome.verdict != Verdict::kStopped || outcome.stopped_while_starting.empty()) return;
-  std::string ranks;
-  for (const int rank : outcome.stopped_while_starting)
-    ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
-  std::cerr << "primus-launch: the stop came while the ranks were starting (rank " << ranks
-            << " had not returned from primus.init()): nothing was saved in this attempt; the "
-            << "job resumes from " << resume.value_or("the start (no checkpoint yet)") << "\n";
 }
 
 std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options) {
