@@ -120,8 +120,10 @@ class Launch:
         return [json.loads(line) for line in path.read_text().splitlines()]
 
     def milestones(self):
-        """The events without the checkpoints'."""
-        return [e["event"] for e in self.events() if not e["event"].startswith("checkpoint-")]
+        """The events without the checkpoints' and the ranks' readiness (ranks-ready): what the
+        launcher decided."""
+        return [e["event"] for e in self.events()
+                if not e["event"].startswith("checkpoint-") and e["event"] != "ranks-ready"]
 
     def final(self):
         assert self.out.exists(), self.output()[-4000:]

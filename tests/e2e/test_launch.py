@@ -33,6 +33,9 @@ def test_sbatch_runs_eight_ranks_on_four_nodes_as_one_step(reference):
         [str(r) for r in range(8)], out[-4000:]
     events = run.events()
     assert run.milestones() == ["launched", "finished"], events
+    # Once every rank returned from primus.init(): one ranks-ready, with the seconds it took.
+    ready = [e for e in events if e["event"] == "ranks-ready"]
+    assert len(ready) == 1 and float(ready[0]["details"]["seconds"]) > 0, events
     assert [e["details"]["step"] for e in events if e["event"] == "checkpoint-committed"] == \
         ["5", "10"], events
     assert events[0]["details"]["mode"] == "slurm" and events[0]["details"]["ranks"] == "8"
