@@ -89,8 +89,11 @@ def requeued_once_and_finished(testbed, run, reference):
 @pytest.mark.parametrize("instant", ["rendezvous", "save"])
 def test_a_preemption_at_any_instant_is_requeued_once_and_ends_bitwise_equal(
         testbed, prefix, dataset, reference, instant):
+    # Steps of 0.3 s: the job (48 steps) must still run when the preemption lands, a second or
+    # so after the high job is submitted (seen in CI: without it, the job finished in the 1 s
+    # after its first checkpoint started, before the preemption came, and was never requeued).
     run = CnnJob(testbed, prefix, f"fault-preempt-{instant}", dataset)
-    run.submit(sbatch="-p low --requeue", launch=LAUNCH)
+    run.submit(sbatch="-p low --requeue", launch=LAUNCH, env="STEP_SLEEP=0.3")
     try:
         wait_instant(testbed, run, instant, reference)
         preempt(testbed, run)
