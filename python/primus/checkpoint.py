@@ -17,12 +17,16 @@ after primus.init()).
 An asynchronous save (blocking=False) with the default agreement is also committed by
 primus.should_stop(): its all-reduce carries whether every rank has finished writing, and the
 first of its agreements (every few steps) after the last rank finished commits it, with no
-collective of its own.
+collective of its own. A save still in flight when the program ends is finished at exit: written,
+and committed when the program ends normally (on every rank, as saves are collective); after an
+uncaught exception it is written but not committed.
 """
 
+import atexit
 import concurrent.futures
 import json
 import os
+import sys
 import threading
 import warnings
 
@@ -45,6 +49,7 @@ _in_flight = None  # at most one PendingSave per process
 # (or save()) makes every rank raise it.
 _commit_failure = None
 _saved = False  # whether this process has saved (load() then loads the newest, not the start)
+_exit_hook = False  # whether _finish_at_exit is registered (by the first asynchronous save)
 _lock = threading.Lock()
 # Host copies of the last asynchronous save, reused by the next one: memory holds at most one
 # copy of the state. release_staging() frees it.
@@ -54,8 +59,6 @@ _staging = {}
 def _default_agree(world_size):
     if world_size == 1:
         return lambda ok: bool(ok)
-    import sys
-
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
     if dist is None or not dist.is_available() or not dist.is_initialized():
@@ -82,7 +85,8 @@ class PendingSave:
     the other ranks and commits; it returns the committed directory. primus.should_stop()
     commits it too, once every rank has written its file (committed() tells)."""
 
-    def __init__(self, job, agree, commit, by_should_stop):
+    def __init__(self, step, job, agree, commit, by_should_stop):
+        self.step = step
         self._agree, self._commit = agree, commit
         self._by_should_stop = by_should_stop  # should_stop() may commit it (_agreed())
         self._error = None
@@ -209,7 +213,7 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
 
     blocking=False copies the tensors to host memory, writes this rank's file in a background
     thread and returns a PendingSave; the commit happens at its wait() (or at the next save,
-    which waits for it). At most one save is in flight, and its host copies are reused by the
+    which waits for it, or at should_stop()'s agreement, or when the program ends). At most one save is in flight, and its host copies are reused by the
     next asynchronous save: memory holds at most one copy of the state (release_staging()).
     keep_last / keep_every: retention after the commit (rank 0); LATEST is never removed.
     compress: 0 (off, the default) or ISA-L igzip's level 1 to 3, stored as HDF5's standard
@@ -292,10 +296,48 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
         except Exception as e:  # the other ranks must hear of it through agree()
             error = e
         return commit(agree, error)
-    pending = PendingSave(write, agree, commit, by_should_stop)
+    pending = PendingSave(step, write, agree, commit, by_should_stop)
     with _lock:
         _in_flight = pending
+    _finish_at_exit_once()
     return pending
+
+
+def _finish_at_exit_once():
+    """Registers _finish_at_exit with atexit once. The first asynchronous save does it, after
+    primus.init() registered its own exit functions, so that it runs before them (atexit runs
+    the newest first): the process group and the control channel are still there."""
+    global _exit_hook
+    with _lock:
+        if _exit_hook:
+            return
+        _exit_hook = True
+    atexit.register(_finish_at_exit)
+
+
+def _finish_at_exit():
+    """The save in flight when the program ends, finished before the interpreter is torn down.
+    Left to its daemon thread, its write would be cut off (and its commit lost): Python ends a
+    thread that asks for the GIL back during the teardown, which once aborted a rank that had
+    finished (issue 39). Committed when the program ends normally: every rank ends the same way
+    at the same step, so the commit's agreements meet. After an uncaught exception on this rank
+    the others are elsewhere, so the file is written but not committed."""
+    if _commit_failure is not None:
+        print(f"primus.checkpoint: warning: the last commit failed: {_commit_failure}",
+              file=sys.stderr)
+    pending = _in_flight
+    if pending is None or pending.committed():
+        return
+    if getattr(sys, "last_value", None) is not None:  # set by the uncaught exception's report
+        pending._thread.join()
+        print(f"primus.checkpoint: step {pending.step} was written but not committed: this rank "
+              "ended with an uncaught exception", file=sys.stderr)
+        return
+    try:
+        pending.wait()
+    except Exception as error:  # noqa: BLE001 (at exit: say so, the exit status stands)
+        print(f"primus.checkpoint: warning: step {pending.step}, in flight at exit, was not "
+              f"committed: {error}", file=sys.stderr)
 
 
 class Restored:

@@ -12,11 +12,13 @@
 
 #include "buffer_check.hpp"
 #include "primus/ckpt.hpp"
+#include "released_gil.hpp"
 
 namespace py = pybind11;
 using primus::ckpt::Checkpoint;
 using primus::ckpt::DType;
 using primus::ckpt::Shape;
+using primus::python::ReleasedGil;
 
 namespace {
 
@@ -56,6 +58,7 @@ py::tuple loaded(std::optional<primus::ckpt::Loaded> result, std::vector<std::st
 }  // namespace
 
 PYBIND11_MODULE(_ckpt, m) {
+  primus::python::note_main_thread();
   m.doc() = "libprimus-ckpt: HDF5 checkpoints that are never torn (see primus.checkpoint)";
   static py::exception<primus::Error> checkpoint_error(m, "CheckpointError", PyExc_RuntimeError);
   static py::exception<primus::ckpt::CorruptCheckpoint> corrupt(m, "CorruptCheckpoint",
@@ -76,7 +79,7 @@ PYBIND11_MODULE(_ckpt, m) {
              primus::ckpt::WriteOptions options;
              options.chunk_bytes = chunk_bytes;
              options.deflate_level = deflate_level;
-             py::gil_scoped_release release;
+             ReleasedGil release;
              return std::make_unique<primus::ckpt::RankWriter>(root, step, rank, world_size,
                                                                options);
            }),
@@ -96,7 +99,7 @@ PYBIND11_MODULE(_ckpt, m) {
             ref.data = info.ptr;
             ref.global_shape = global_shape.value_or(Shape{});
             ref.offset = offset.value_or(Shape{});
-            py::gil_scoped_release release;  // `data` keeps the buffer alive meanwhile
+            ReleasedGil release;  // `data` keeps the buffer alive meanwhile
             writer.add_tensor(ref);
           },
           py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("global_shape") = py::none(),
@@ -109,14 +112,14 @@ PYBIND11_MODULE(_ckpt, m) {
              writer.set_bytes(key, std::vector<std::uint8_t>(text.begin(), text.end()));
            })
       .def("finish", [](primus::ckpt::RankWriter& writer) {
-        py::gil_scoped_release release;
+        ReleasedGil release;
         return writer.finish().string();
       });
 
   m.def(
       "commit",
       [](const std::string& root, std::int64_t step, int world_size) {
-        py::gil_scoped_release release;
+        ReleasedGil release;
         const auto result = primus::ckpt::commit(root, step, world_size);
         return std::make_pair(result.dir.string(), result.bytes);
       },
@@ -143,7 +146,7 @@ PYBIND11_MODULE(_ckpt, m) {
             const py::buffer_info info = contiguous(out, dtype, name, true);
             const std::size_t bytes =
                 static_cast<std::size_t>(info.size) * static_cast<std::size_t>(info.itemsize);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             c.read_into(name, offset, shape, info.ptr, bytes);
           },
           py::arg("name"), py::arg("offset"), py::arg("shape"), py::arg("out"))
@@ -161,7 +164,7 @@ PYBIND11_MODULE(_ckpt, m) {
         std::vector<std::string> skipped;
         std::optional<primus::ckpt::Loaded> result;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           result = primus::ckpt::load_latest(
               root, full ? primus::ckpt::Verify::kFull : primus::ckpt::Verify::kQuick, &skipped);
         }
@@ -174,7 +177,7 @@ PYBIND11_MODULE(_ckpt, m) {
         std::vector<std::string> skipped;
         std::optional<primus::ckpt::Loaded> result;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           result = primus::ckpt::load_step(
               root, step, full ? primus::ckpt::Verify::kFull : primus::ckpt::Verify::kQuick,
               &skipped);
@@ -185,7 +188,7 @@ PYBIND11_MODULE(_ckpt, m) {
   m.def(
       "verify",
       [](const std::string& dir, bool full) {
-        py::gil_scoped_release release;
+        ReleasedGil release;
         return primus::ckpt::verify_problems(
             dir, full ? primus::ckpt::Verify::kFull : primus::ckpt::Verify::kQuick);
       },
@@ -203,7 +206,7 @@ PYBIND11_MODULE(_ckpt, m) {
          std::optional<std::int64_t> known_good) {
         // Without the GIL: other Python threads (a background checkpoint write) run meanwhile.
         const auto paths = [&] {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           return primus::ckpt::prune(root, keep_last, keep_every, known_good);
         }();
         std::vector<std::string> removed;

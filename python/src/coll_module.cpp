@@ -8,11 +8,13 @@
 #include "buffer_check.hpp"
 #include "primus/collectives.hpp"
 #include "primus/collectives/control.hpp"
+#include "released_gil.hpp"
 
 namespace py = pybind11;
 using primus::coll::Communicator;
 using primus::coll::DType;
 using primus::coll::ReduceOp;
+using primus::python::ReleasedGil;
 
 namespace {
 
@@ -40,6 +42,7 @@ std::pair<void*, std::size_t> contiguous(const py::buffer& buffer, DType dtype, 
 }  // namespace
 
 PYBIND11_MODULE(_coll, m) {
+  primus::python::note_main_thread();
   m.doc() = "libprimus-coll: communicators over TCP, bootstrapped through PMIx or a TCP store";
   auto base = py::register_exception<primus::coll::CollectiveError>(m, "CollectiveError",
                                                                     PyExc_RuntimeError);
@@ -68,7 +71,7 @@ PYBIND11_MODULE(_coll, m) {
             const DType t = dtype_named(dtype);
             const auto [ptr, count] = contiguous(data, t, true, "allreduce buffer");
             const ReduceOp o = op_named(op);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             c.allreduce(ptr, count, t, o);
           },
           py::arg("data"), py::arg("dtype"), py::arg("op"))
@@ -77,7 +80,7 @@ PYBIND11_MODULE(_coll, m) {
           [](Communicator& c, const py::buffer& data, const std::string& dtype, int root) {
             const DType t = dtype_named(dtype);
             const auto [ptr, count] = contiguous(data, t, true, "broadcast buffer");
-            py::gil_scoped_release release;
+            ReleasedGil release;
             c.broadcast(ptr, count, t, root);
           },
           py::arg("data"), py::arg("dtype"), py::arg("root"))
@@ -92,7 +95,7 @@ PYBIND11_MODULE(_coll, m) {
               throw py::value_error("allgather output: expected size * " + std::to_string(count) +
                                     " elements, got " + std::to_string(total));
             }
-            py::gil_scoped_release release;
+            ReleasedGil release;
             c.allgather(in, out, count, t);
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype"))
@@ -109,12 +112,12 @@ PYBIND11_MODULE(_coll, m) {
                                     std::to_string(total));
             }
             const ReduceOp o = op_named(op);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             c.reduce_scatter(in, out, count, t, o);
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype"), py::arg("op"))
       .def("barrier", [](Communicator& c) {
-        py::gil_scoped_release release;
+        ReleasedGil release;
         c.barrier();
       });
 
@@ -128,7 +131,7 @@ PYBIND11_MODULE(_coll, m) {
         }
         std::unique_ptr<Communicator> comm;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           comm = primus::coll::connect_from_environment(options, secret);
         }
         return comm;
@@ -143,7 +146,7 @@ PYBIND11_MODULE(_coll, m) {
          double timeout_seconds) {
         primus::os::UniqueFd fd;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           fd = primus::coll::connect_control(
               address, secret, connector,
               std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000)));

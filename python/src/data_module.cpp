@@ -17,12 +17,14 @@
 
 #include "primus/common/error.hpp"
 #include "primus/data.hpp"
+#include "released_gil.hpp"
 
 namespace py = pybind11;
 using primus::data::Dataset;
 using primus::data::EpochPlan;
 using primus::data::PlanSettings;
 using primus::data::RecordReader;
+using primus::python::ReleasedGil;
 
 namespace {
 
@@ -131,7 +133,7 @@ py::object read_records(RecordReader& reader, const std::uint64_t* ids, std::siz
                         std::vector<std::uint8_t*>& dest, Recycler& recycler) {
   const std::vector<std::uint64_t>* lengths = nullptr;
   {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     lengths = &reader.locate(ids, count);
   }
   dest.assign(count, nullptr);
@@ -142,7 +144,7 @@ py::object read_records(RecordReader& reader, const std::uint64_t* ids, std::siz
     std::uint8_t* const out = rows.mutable_data();
     for (std::size_t i = 0; i < count; ++i)
       dest[i] = out + i * format.record_size;
-    py::gil_scoped_release release;
+    ReleasedGil release;
     reader.read_into(dest.data());
     return std::move(rows);
   }
@@ -174,13 +176,13 @@ py::object read_records(RecordReader& reader, const std::uint64_t* ids, std::siz
       if ((i & 63) == 63) ready.store(i + 1, std::memory_order_release);
     }
   } catch (...) {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     reader.abandon_read();
     throw;
   }
   ready.store(count, std::memory_order_release);
   {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     reader.finish_read();
   }
   recycler.keep(records, total);
@@ -243,12 +245,12 @@ class Plan {
   py::object read_share(std::uint64_t step, std::uint32_t rank, std::int64_t prefetch) {
     RecordReader& reader = reader_.get();
     {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       plan_.share(step, rank, ids_);
     }
     py::object batch = read_records(reader, ids_.data(), ids_.size(), dest_, recycler_);
     if (prefetch >= 0 && static_cast<std::uint64_t>(prefetch) < plan_.steps()) {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       plan_.share(static_cast<std::uint64_t>(prefetch), rank, next_ids_);
       // A share that continues where this one ended is the kernel's own readahead.
       const bool sequential =
@@ -270,6 +272,7 @@ class Plan {
 }  // namespace
 
 PYBIND11_MODULE(_data, m) {
+  primus::python::note_main_thread();
   m.doc() = "libprimus-data: datasets, their indexes, the order and split of every epoch";
   static py::exception<primus::Error> data_error(m, "DataError", PyExc_RuntimeError);
   // Local: only what this module raises (libprimus-ckpt's errors are primus::Error too).
@@ -295,7 +298,7 @@ PYBIND11_MODULE(_data, m) {
              options.format = *parsed;
              options.cache_dir = cache_dir;
              options.what = what;
-             py::gil_scoped_release release;
+             ReleasedGil release;
              return std::const_pointer_cast<Dataset>(Dataset::open(spec, options));
            }),
            py::arg("spec"), py::arg("format"), py::arg("cache_dir"), py::arg("what"))
