@@ -1005,7 +1005,9 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
         case StopReason::kTimeLimit:
           if (d.requeue) {
             std::cerr << "primus-launch: the ranks stopped ("
-                      << (d.reason == StopReason::kPreempted ? "preemption" : "time limit")
+                      << (d.reason == StopReason::kPreempted
+                              ? "preemption"
+                              : "a time limit's warning or a stop signal")
                       << ") after saving " << checkpoint << "; requeueing job " << job_id << "\n";
           } else if (facts.job_state == "TIMEOUT") {
             std::cerr << "primus-launch: the job reached its time limit before any warning "

@@ -234,7 +234,10 @@ def testbed():
     assert "SLURM_CONF" in env and "PRIMUS_TESTBED_DIR" in env, env
     tb = Testbed(env)
     yield tb
-    shutil.rmtree(tb.workdir, ignore_errors=True)
+    if os.environ.get("PRIMUS_E2E_KEEP") == "1":  # for a look at the jobs' folders afterwards
+        print(f"\nkept the jobs' folders in {tb.workdir}")
+    else:
+        shutil.rmtree(tb.workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -12,79 +12,13 @@ measured it), `first-step`, `save` (a checkpoint started)."""
 
 import os
 import signal
-import time
 
 import pytest
 
 from cnn_jobs import CnnJob, dataset, reference  # noqa: F401 (fixtures)
-from slurm_jobs import INIT, preempt, processes_of, start_again
-
-LAUNCH = "--primus-max-restarts=1 --primus-hang-timeout=20 --primus-heartbeat-interval=1"
-
-
-def events_of(run):
-    try:
-        return run.events()
-    except (OSError, ValueError):
-        return []
-
-
-def wait_instant(testbed, run, instant, reference):
-    """Waits for the instant's marker (and its delay) in `run`'s first allocation."""
-    def has(name):
-        return any(e["event"] == name and e["allocation"] == 0 for e in events_of(run))
-
-    testbed.wait_for(lambda: has("launched"), 120,
-                     lambda: f"job {run.job} to start: {run.output()[-2000:]}")
-    if instant == "imports":
-        time.sleep(1)
-    elif instant == "rendezvous":
-        ready = [float(e["details"]["seconds"]) for e in reference.events()
-                 if e["event"] == "ranks-ready"]
-        time.sleep(0.7 * ready[0])
-    elif instant == "first-step":
-        run.wait_step(1)
-    elif instant == "save":
-        testbed.wait_for(lambda: has("checkpoint-started"), 180,
-                         lambda: f"job {run.job}'s first checkpoint: {run.output()[-2000:]}")
-    if instant in ("imports", "rendezvous"):
-        assert not has("ranks-ready"), f"the fault came after the ranks were ready: {run.events()}"
-
-
-def rank_pid(run, rank):
-    """The pid of `rank` of the job's ranks (not its task wrapper), found through /proc."""
-    for pid, comm, env in processes_of(run.job):
-        if f"RANK={rank}".encode() in env and comm.startswith("python"):
-            return pid
-    return None
-
-
-def flip_a_bit(path):
-    """One bit of the data of the largest contiguous dataset of an HDF5 file, in place."""
-    import h5py
-
-    with h5py.File(path, "r") as f:
-        found = []
-        f.visititems(lambda name, item: found.append(
-            (item.id.get_storage_size(), item.id.get_offset()))
-            if isinstance(item, h5py.Dataset) and item.id.get_offset() is not None else None)
-    size, offset = max(found)
-    data = bytearray(path.read_bytes())
-    data[offset + size // 2] ^= 0x10
-    path.write_bytes(bytes(data))
-
-
-def requeued_once_and_finished(testbed, run, reference):
-    testbed.wait_for(lambda: testbed.job(run.job).get("Restarts") == "1"
-                     and testbed.job(run.job).get("JobState") == "PENDING", 120,
-                     lambda: f"job {run.job} to be requeued: {testbed.job(run.job)}")
-    start_again(testbed, run)
-    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
-    assert testbed.job(run.job).get("Restarts") == "1", testbed.job(run.job)
-    assert [e["event"] for e in run.events()].count("requeued") == 1, run.events()
-    assert run.final() == reference.final()
-    run.exactly_once()
-
+from fault_trials import (LAUNCH, ended, events_of, flip_a_bit, launcher_pid, rank_pid,
+                          requeued, requeued_once_and_finished, wait_instant)
+from slurm_jobs import INIT, preempt, start_again
 
 @pytest.mark.parametrize("instant", ["rendezvous", "save"])
 def test_a_preemption_at_any_instant_is_requeued_once_and_ends_bitwise_equal(
@@ -199,5 +133,72 @@ def test_a_bit_flipped_in_the_newest_checkpoint_is_skipped_on_every_rank(
         testbed.cancel(run.job)
     assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == ["10"]
     assert "not resuming from" in run.output() and "step-000000000011" in run.output()
+    assert run.final() == reference.final()
+    run.exactly_once()
+
+
+def test_scancel_signal_to_the_steps_mid_training_requeues_the_job_and_ends_bitwise_equal(
+        testbed, prefix, dataset, reference):
+    """`scancel --signal=USR2 JOB` signals the job's steps, not the batch shell: the ranks get
+    the signal and primus-launch hears of it only from them (their heartbeats say which signal
+    they caught). A stop under the time-limit rule: they save, the job is requeued once, and
+    ends bitwise equal."""
+    run = CnnJob(testbed, prefix, "fault-scancel-signal-mid", dataset)
+    run.submit(sbatch="--requeue", launch=LAUNCH, env="STEP_SLEEP=0.3")
+    try:
+        run.wait_step(14)
+        testbed.root_cmd(["scancel", "--signal=USR2", run.job])
+        requeued_once_and_finished(testbed, run, reference)
+    finally:
+        testbed.cancel(run.job)
+    assert "time-limit" in run.milestones(), run.events()
+
+
+def test_a_rank_sent_sigterm_mid_training_stops_the_job_and_it_ends_bitwise_equal(
+        testbed, prefix, dataset, reference):
+    """SIGTERM to rank 5 alone (by hand, or a node's agent): the rank asks for a stop at the next
+    agreement, every rank saves, and the job goes on from that checkpoint (requeued once, or
+    restarted once in the allocation) to the uninterrupted run's bits."""
+    run = CnnJob(testbed, prefix, "fault-sigterm-rank-mid", dataset)
+    run.submit(sbatch="--requeue", launch=LAUNCH, env="STEP_SLEEP=0.3")
+    try:
+        run.wait_step(14)
+        os.kill(rank_pid(run, 5), signal.SIGTERM)
+        testbed.wait_for(lambda: requeued(testbed, run) or ended(testbed, run), 120,
+                         lambda: f"job {run.job} to be requeued or end: {testbed.job(run.job)}")
+        if requeued(testbed, run):
+            start_again(testbed, run)
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    names = run.milestones()
+    assert names.count("requeued") + names.count("restarted") <= 1, run.events()
+    assert run.final() == reference.final()
+    run.exactly_once()
+
+
+def test_primus_launch_killed_fails_the_job_leaves_nothing_and_the_same_script_resumes(
+        testbed, prefix, dataset, reference):
+    """SIGKILL of primus-launch mid-training: nothing can save, so the job ends FAILED (never
+    COMPLETED) with no process left on any node (wait_ended checks), and the same script
+    submitted again resumes from the newest checkpoint and ends bitwise equal."""
+    run = CnnJob(testbed, prefix, "fault-sigkill-launcher-mid", dataset)
+    launch = f"{LAUNCH} --primus-job-dir={run.dir}/primus-kept"
+    run.primus_id = "kept"
+    run.submit(launch=launch, env="STEP_SLEEP=0.3")
+    try:
+        run.wait_step(14)
+        testbed.wait_for(lambda: any(e["event"] == "checkpoint-committed"
+                                     for e in events_of(run)), 60, "a committed checkpoint")
+        os.kill(launcher_pid(run), signal.SIGKILL)
+        assert run.wait_ended() == "FAILED", run.output()[-4000:]
+        first = run.job
+        run.submit(launch=launch, env=f"TRACE_RUN={run.name}-again")  # another run, traced
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+    assert run.job != first
+    resumed = [e["details"]["step"] for e in run.events() if e["event"] == "resuming"]
+    assert resumed and int(resumed[-1]) >= 10, run.events()
     assert run.final() == reference.final()
     run.exactly_once()

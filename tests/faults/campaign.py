@@ -39,6 +39,8 @@ sys.path.insert(0, str(HERE.parent / "python"))
 
 import fault_job  # noqa: E402
 import train_oracle  # noqa: E402
+from injectors import (IoErrors, build_eio_library, damage_newest, signal_launcher,  # noqa: E402
+                       signal_rank, user_stop)
 
 STOP_GRACE = 15  # --primus-stop-grace of every trial: the deadline after a stop
 HANG_TIMEOUT = 6  # --primus-hang-timeout
@@ -57,6 +59,7 @@ INSTANTS = {
     # the launcher's ranks-ready event), where the ranks connect and rendezvous.
     "rendezvous": ("launched", None, None),
     "first-step": ("step>=1", 0.0, 0.1),
+    "before-save": ("step>=9", 0.0, 0.06),  # (eio-save's) the first save is at step 10
     "save": ("checkpoint-started", 0.0, 0.03),
     "commit": ("checkpoint-committed", 0.0, 0.01),
     "mid-training": ("step>=14", 0.0, 0.2),
@@ -64,87 +67,6 @@ INSTANTS = {
     "after-last": ("final", 0.0, 0.05),  # rank 0 wrote the result; the ranks are exiting
     "resume-load": ("resuming", 0.0, 1.6),  # in a run that resumes (a stopped job first)
 }
-
-
-def signal_launcher(sig):
-    def inject(job, run):
-        os.kill(run.process.pid, sig)
-    return inject
-
-
-def rank_pids(job, run):  # noqa: ARG001 (an injector's signature)
-    """The ranks' pids: the launcher's children that run the training program (not the
-    dataset's check, nor the orphan guard), waiting up to 2 s for them to be started."""
-    for _ in range(200):
-        try:
-            with open(f"/proc/{run.process.pid}/task/{run.process.pid}/children") as f:
-                children = [int(p) for p in f.read().split()]
-        except OSError:
-            return []
-        ranks = []
-        for pid in children:
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if fault_job.HARNESS.name.encode() in f.read():
-                        ranks.append(pid)
-            except OSError:
-                continue
-        if len(ranks) == job.nproc:
-            return ranks
-        time.sleep(0.01)
-    return ranks
-
-
-def signal_rank(sig, which=1):
-    def inject(job, run):
-        pids = rank_pids(job, run)
-        if len(pids) > which:
-            os.kill(pids[which], sig)
-        elif pids:
-            os.kill(pids[-1], sig)
-    return inject
-
-
-def user_stop(job, run):  # noqa: ARG001 (an injector's signature)
-    (job.dir / "primus-local").mkdir(exist_ok=True)
-    subprocess.run([job.launcher, "stop", str(job.dir / "primus-local")], capture_output=True,
-                   timeout=30)
-
-
-def damage_newest(kind):
-    """Between runs: after a stop, one bit flipped in place (or a file cut short) in a rank
-    file of the newest checkpoint, which the next run must skip for the one before."""
-    def inject(job, run):
-        newest = job.newest_checkpoint()
-        if newest is None:
-            return
-        target = newest / "rank-00001.h5"
-        data = bytearray(target.read_bytes())
-        if kind == "flip":
-            offset = data_offset(target)
-            data[offset] ^= 0x10
-            target.write_bytes(bytes(data))
-        else:
-            with open(target, "r+b") as f:
-                f.truncate(len(data) // 2)
-    return inject
-
-
-def data_offset(path):
-    """A byte in the middle of the largest contiguous dataset of an HDF5 file (h5py): where a
-    flipped bit is data that a load reads, not a structure that opening the file would reject."""
-    import h5py
-
-    found = []
-    with h5py.File(path, "r") as f:
-        def visit(name, item):
-            if isinstance(item, h5py.Dataset) and item.id.get_offset() is not None:
-                found.append((item.id.get_storage_size(), item.id.get_offset(), name))
-        f.visititems(visit)
-    if not found:
-        raise RuntimeError(f"{path}: no contiguous dataset to damage")
-    size, offset, _ = max(found)
-    return offset + size // 2
 
 
 # fault: (inject, statuses the faulted run may end with, between_runs)
@@ -159,7 +81,10 @@ FAULTS = {
     "flip-newest": (damage_newest("flip"), {0}, True),
     "truncate-newest": (damage_newest("truncate"), {0}, True),
     "disk-full": (None, set(), True),  # disk_full(): a trial of its own
+    "eio-save": (None, set(), True),  # eio_save(): a trial of its own
 }
+EIO_SECONDS = 2.0  # how long writes under the checkpoint directory fail with EIO
+EIO_LIBRARY = None  # eio_preload.so, built by main() (None: no C compiler here)
 
 
 def ready_seconds(job):
@@ -226,6 +151,8 @@ def trial(work, launcher, options, data, reference, fault, instant, rng, keep):
     try:
         if fault == "disk-full":
             return disk_full(job, reference)
+        if fault == "eio-save":
+            return eio_save(job, reference, rng)
         outcome = fault_run(job, fault, instant, rng)
         return outcome if outcome else judge_after(job, reference)
     finally:
@@ -333,6 +260,37 @@ def disk_full(job, reference):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+def eio_save(job, reference, rng):
+    """I/O errors on the checkpoint directory for EIO_SECONDS from a seeded instant of a save
+    (eio_preload.c in every process of the job): the job ends 0 (a rank's failed save or
+    commit is a rank failure, and the restart finds the disk working), or non-zero naming the
+    I/O error; no hang, no loop, nothing left, and the same command then ends with the
+    reference's bits."""
+    if EIO_LIBRARY is None:
+        return "missed", "no C compiler here to build eio_preload.c"
+    errors = IoErrors(EIO_LIBRARY, job.dir, job.dir / "primus-local" / "ckpt")
+    job.env.update(errors.environment())
+    run = job.start("faulted")
+    # From just before the first save (the rank files fail) or from its start (the rank files
+    # may be written already, and the commit fails).
+    if not aim(job, run, rng.choice(["before-save", "save"]), rng):
+        end_of(run, RUN_TIMEOUT)
+        return "missed", "the run ended before its first save"
+    errors.started()
+    try:
+        status = run.wait(EIO_SECONDS)
+    finally:
+        errors.stopped()
+    if status is None:
+        status = end_of(run, RUN_TIMEOUT)
+    output = run.output()
+    if status is None:
+        return "hung", "the run with I/O errors did not end:\n" + output[-2000:]
+    if status != 0 and "Input/output error" not in output:
+        return "status", f"ended with {status}, not naming the I/O error:\n" + output[-3000:]
+    return judge_after(job, reference)
+
+
 QUICK = [
     # Each bug of issue 39 that a fault on one machine can show, at the instant that showed it.
     ("sigterm-launcher", "start"), ("sigterm-launcher", "imports"),
@@ -345,7 +303,7 @@ QUICK = [
     ("sigterm-rank", "imports"), ("sigstop-rank", "mid-training"),
     ("sigterm-launcher", "resume-load"), ("sigterm-launcher", "last-step"),
     ("sigterm-launcher", "after-last"),
-    ("flip-newest", "-"), ("truncate-newest", "-"), ("disk-full", "-"),
+    ("flip-newest", "-"), ("truncate-newest", "-"), ("disk-full", "-"), ("eio-save", "-"),
 ]
 
 
@@ -355,7 +313,7 @@ def plan(args):
         return [(fault, instant, random.Random(args.seed * 1000 + i))
                 for i, (fault, instant) in enumerate(QUICK)]
     trials = []
-    pairs = [(f, i) for f in FAULTS for i in INSTANTS if not FAULTS[f][2]] + \
+    pairs = [(f, i) for f in FAULTS for i in INSTANTS if not FAULTS[f][2] and i != "before-save"] + \
         [(f, "-") for f in FAULTS if FAULTS[f][2]]
     pairs = [(f, i) for f, i in pairs
              if (not args.only or f == args.only) and (not args.at or i == args.at)]
@@ -393,6 +351,8 @@ def main():
     work = Path(args.work or tempfile.mkdtemp(prefix="primus-faults-"))
     work.mkdir(parents=True, exist_ok=True)
     data = fault_job.make_data(work / "data")
+    global EIO_LIBRARY
+    EIO_LIBRARY = build_eio_library(work)
     options = args.launcher_options.split() if args.launcher_options is not None else OPTIONS
     reference_job = fault_job.Job(work / "reference", args.launcher, data, secrets.token_hex(8),
                                   options=options, env=JOB_ENV)
