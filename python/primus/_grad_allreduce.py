@@ -15,10 +15,13 @@ still queued, is summed at once on the backward pass's thread (a model whose gra
 bucket never hands over to the thread). DDP divides by the world size itself only without a
 hook; the hook divides before summing, as torch's own allreduce_hook does."""
 
+import atexit
 import queue
 import threading
 
 from . import _control
+
+EXIT_JOIN_SECONDS = 30  # at exit, how long the worker may take to finish the buckets it holds
 
 
 class GradientAllreduce:
@@ -29,6 +32,7 @@ class GradientAllreduce:
         self._communicator = communicator
         self._world_size = world_size
         self._queue = None  # the worker's, started at the first bucket that is not the last
+        self._worker = None
         self._last_queued = None  # the future of the last bucket handed to the worker
 
     def hook(self, state, bucket):  # noqa: ARG002 (no state: the hook's object holds it)
@@ -42,8 +46,10 @@ class GradientAllreduce:
             return future
         if self._queue is None:
             self._queue = queue.SimpleQueue()
-            threading.Thread(target=self._work, name="primus-grad-allreduce",
-                             daemon=True).start()
+            self._worker = threading.Thread(target=self._work, name="primus-grad-allreduce",
+                                            daemon=True)
+            self._worker.start()
+            atexit.register(self._stop)
         self._last_queued = future
         self._queue.put((buffer, future))
         return future
@@ -60,7 +66,21 @@ class GradientAllreduce:
         else:
             future.set_result(buffer)
 
+    def _stop(self):
+        """At exit, before the interpreter is torn down: the worker ends once it has summed
+        what it holds. A torch call of its still returning then (Future.set_result and the
+        tensor operations release the GIL through pybind11's guard) would ask for the GIL back
+        during the teardown, and Python ends such a thread with pthread_exit, which through that
+        guard aborts the process: "terminate called without an active exception" after the
+        rank finished (issue 39; seen in CI's run of tests/python/test_exit.py under load). A
+        worker held in a collective by a lost peer is not waited for past EXIT_JOIN_SECONDS."""
+        self._queue.put(None)
+        self._worker.join(EXIT_JOIN_SECONDS)
+
     def _work(self):
         while True:
-            buffer, future = self._queue.get()
+            item = self._queue.get()
+            if item is None:
+                return
+            buffer, future = item
             self._sum(buffer, future)

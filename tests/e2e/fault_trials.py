@@ -130,9 +130,10 @@ INSTANTS = {
 }
 
 
-def aim(testbed, run, instant, reference, rng):
-    """Waits for a seeded trial's instant in `run`'s first allocation."""
-    marker, low, high = INSTANTS[instant]
+def aim(testbed, run, instant, reference, rng, instants=None):
+    """Waits for a seeded trial's instant (of `instants`, INSTANTS by default) in `run`'s first
+    allocation."""
+    marker, low, high = (instants or INSTANTS)[instant]
 
     def reached():
         if marker.startswith("step>="):

@@ -38,6 +38,34 @@ time.sleep(0.2)
 print("main done", flush=True)
 """
 
+# primus.ddp's gradient worker still summing buckets (torch operations, which release the GIL
+# through pybind11's guard) when the program ends: 8 buckets of 50 MB handed to it just before
+# the end, and a slow teardown after. Before the worker was joined at exit: SIGABRT.
+WORKER_AT_EXIT = """
+import torch
+import primus
+from primus import _runtime
+from primus._grad_allreduce import GradientAllreduce
+
+class SlowTeardown:
+    def __del__(self, _time=__import__("time")):
+        _time.sleep(1.0)
+
+class Bucket:
+    def __init__(self, buffer):
+        self._buffer = buffer
+    def buffer(self):
+        return self._buffer
+    def is_last(self):
+        return False
+
+keep = SlowTeardown()
+primus.init()
+summer = GradientAllreduce(_runtime._communicator(), 1)
+futures = [summer.hook(None, Bucket(torch.ones(12_500_000))) for _ in range(8)]
+print("queued", flush=True)
+"""
+
 # A user's own loop: an MLP under primus.ddp, Adam, dropout, a background checkpoint every 10
 # steps, model and optimizer in module globals, and no checkpoint.wait() before the end (the
 # last save is in flight when the program ends). FAIL=1: rank 0 raises right after that save.
@@ -95,6 +123,24 @@ def test_a_thread_inside_a_primus_call_while_the_interpreter_ends_does_not_abort
         assert "teardown" in result.stdout, result.stdout + result.stderr
         assert "terminate called" not in result.stderr, result.stderr
         assert result.returncode == 0, result.stderr
+
+
+def test_the_gradient_workers_sums_in_flight_at_the_end_do_not_abort_the_rank(tmp_path):
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.fail(f"{LAUNCHER} is not built (run from the build directory)")
+    script = tmp_path / "worker_at_exit.py"
+    script.write_text(WORKER_AT_EXIT)
+    for run in range(2):  # a rank of its own: primus.comm needs the job's secret
+        workdir = tmp_path / f"run{run}"
+        workdir.mkdir()
+        result = subprocess.run(
+            [LAUNCHER, "--nproc", "1", f"--primus-job-dir={workdir / 'job'}", "--",
+             sys.executable, str(script)],
+            cwd=workdir, capture_output=True, text=True, timeout=120, env=job_environment())
+        logs = "".join(p.read_text() for p in sorted(workdir.rglob("rank-*.log")))
+        assert "queued" in logs, result.stderr + logs
+        assert "terminate called" not in result.stderr + logs, result.stderr + logs
+        assert result.returncode == 0, result.stderr + logs
 
 
 def test_a_background_save_in_flight_at_the_end_is_committed_and_no_rank_aborts(tmp_path):

@@ -10,7 +10,13 @@ contract, followed through every requeue:
   resumes and ends so; and a stopped rank (SIGSTOP) is found by the hang timeout, named, and
   the job FAILED (its node is excluded, and there is no spare here), or it finished first;
 - never more than one requeue or restart for the fault;
-- no process of the job left on a node (Launch.wait_ended)."""
+- no process of the job left on a node (Launch.wait_ended).
+
+And PRIMUS_FAULT_NODE_TRIALS (4 by default) trials of a lost node at a seeded instant:
+tests/python/train_tiny.py on 3 nodes x 2 ranks of a `--no-kill` job of 4 nodes under
+--primus-spare-nodes=1; n3 is lost (tests/e2e/node_loss.py), the ranks start again on the spare
+from the newest checkpoint, and the job ends COMPLETED, in its allocation, bitwise equal to the
+uninterrupted run of 3 nodes."""
 
 import os
 import random
@@ -22,9 +28,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cnn_jobs import CnnJob, dataset, reference  # noqa: E402,F401 (fixtures)
 from fault_trials import FAULTS, INSTANTS, LAUNCH, aim, follow  # noqa: E402
+from node_loss import lose_node, restore_node  # noqa: E402
+from slurm_jobs import Launch  # noqa: E402
 
 TRIALS = int(os.environ.get("PRIMUS_FAULT_SLURM_TRIALS", "24"))
 SEED = int(os.environ.get("PRIMUS_FAULT_SEED", "39"))
+NODE_TRIALS = int(os.environ.get("PRIMUS_FAULT_NODE_TRIALS", "4"))
+# train_tiny.py at 6 ranks: 15 steps (5 an epoch), a checkpoint every 5.
+NODE_INSTANTS = {
+    "imports": ("launched", 0.4, 1.6),
+    "rendezvous": ("launched", 0.5, 0.95),
+    "first-step": ("step>=1", 0.0, 0.5),
+    "save": ("checkpoint-started", 0.0, 0.1),
+    "commit": ("checkpoint-committed", 0.0, 0.1),
+    "mid-training": ("step>=8", 0.0, 0.5),
+    "last-step": ("step>=14", 0.0, 0.5),
+}
 
 
 def plan():
@@ -76,3 +95,38 @@ def test_one_fault_at_a_seeded_instant_keeps_the_contract(
             testbed.cancel(high)
     assert run.final() == reference.final()
     run.exactly_once()
+
+
+@pytest.fixture(scope="module")
+def reference3(testbed, prefix):
+    """The uninterrupted run of train_tiny.py at the spare job's world size: 3 nodes x 2 ranks."""
+    run = Launch(testbed, prefix, "trial-reference-3-nodes", layout="-N3 --ntasks-per-node=2")
+    run.submit(launch=LAUNCH)
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    return run
+
+
+def node_plan():
+    rng = random.Random(SEED + 1)
+    return [(rng.choice(sorted(NODE_INSTANTS)), rng.getrandbits(32)) for _ in range(NODE_TRIALS)]
+
+
+@pytest.mark.parametrize("instant, seed", node_plan(),
+                         ids=[f"{n}-{i}" for n, (i, _) in enumerate(node_plan())])
+def test_a_node_lost_at_a_seeded_instant_is_replaced_by_the_spare_bitwise_equal(
+        testbed, prefix, reference3, instant, seed):
+    rng = random.Random(seed)
+    run = Launch(testbed, prefix, f"trial-node-lost-{instant}-{seed}",
+                 layout="-N4 --ntasks-per-node=2 --no-kill")
+    run.submit(launch=f"{LAUNCH} --primus-spare-nodes=1", env="STEP_SLEEP=0.5")
+    try:
+        aim(testbed, run, instant, reference3, rng, NODE_INSTANTS)
+        lose_node(testbed, "n3", batch_host="n1")  # the ranks run on n1, n2 and n3
+        assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    finally:
+        testbed.cancel(run.job)
+        restore_node(testbed, "n3")
+    assert testbed.job(run.job)["Restarts"] == "0"  # the same allocation
+    names = run.milestones()
+    assert names.count("restarted") <= 1, run.events()
+    assert run.final() == reference3.final()
