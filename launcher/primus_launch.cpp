@@ -35,6 +35,7 @@
 #include "node_exclusions.hpp"
 #include "outcome.hpp"
 #include "placement.hpp"
+#include "policy.hpp"
 #include "primus/common.hpp"
 #include "primus/common/hostlist.hpp"
 #include "primus/common/rank_env.hpp"
@@ -50,6 +51,7 @@
 #include "status.hpp"
 #include "status_view.hpp"
 #include "step_layout.hpp"
+#include "supervision.hpp"
 
 #include <slurm/slurm.h>
 
@@ -471,12 +473,22 @@ std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& 
   return std::chrono::seconds(parse_unsigned(hang, std::uint64_t{7} * 24 * 3600).value_or(0));
 }
 
-// A hang ends the attempt as a failure of the hung rank, whatever status it then got.
-void blame_the_hung_rank(Outcome& outcome, const std::vector<RankEnd>& ends, std::uint32_t hung) {
-  outcome.verdict = Verdict::kFailed;
-  const auto end = std::find_if(ends.begin(), ends.end(),
-                                [&](const RankEnd& e) { return e.rank == static_cast<int>(hung); });
-  outcome.cause = end != ends.end() ? *end : RankEnd{static_cast<int>(hung), 1 << 8};
+// What the policy needs of a Slurm attempt's report.
+AttemptFacts facts_of(const SlurmAttemptResult& result, std::uint32_t world_size) {
+  AttemptFacts facts;
+  facts.ends = result.ends;
+  facts.world_size = world_size;
+  // A stop that the ranks reported (Slurm signalled them) is a stop as much as one the launcher
+  // forwarded; one after a failure is the launcher's own.
+  facts.stop_seen = (result.stop_forwarded || result.ranks_signalled) && !result.ended_for_failure;
+  facts.user_stop = result.user_stop;
+  facts.hung = result.hung;
+  facts.lost_peers = result.lost_peers;
+  facts.nodes = result.nodes;
+  facts.exceptions = result.exceptions;
+  facts.srun_status = result.srun_status;
+  facts.requeued = result.requeued;
+  return facts;
 }
 
 std::uint32_t env_number(const Environment& env, std::string_view name, std::uint32_t fallback) {
@@ -573,14 +585,6 @@ JobMonitorSetup monitor_setup(const ResolvedOptions& options, const Environment&
   m.sd_name = job_id;
   m.terminal = ::isatty(STDERR_FILENO) == 1;
   return m;
-}
-
-// The exclusions as status.json lists them.
-std::vector<ExcludedNode> excluded_for_status(const NodeExclusions& exclusions) {
-  std::vector<ExcludedNode> nodes;
-  for (const Exclusion& e : exclusions.load())
-    nodes.push_back({e.node, e.reason});
-  return nodes;
 }
 
 // What --primus-spare-nodes, --primus-elastic and --primus-global-batch-size ask of the
@@ -943,101 +947,24 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
     if (dynamic_data(options)) setup.data = &data;
 
     const SlurmAttemptResult result = run_slurm_attempt(setup, control, events);
-    if (result.requeued) {
-      // slurmctld ends this allocation now; the next one resumes from the newest checkpoint.
-      monitor.set_state("requeued");
-      return preempted;
-    }
-    const auto node_of = [&](int rank) {
-      const auto it = result.nodes.find(static_cast<std::uint32_t>(rank));
-      return it != result.nodes.end() ? it->second : std::string("?");
-    };
-    // A stop that the ranks reported (Slurm signalled them) is a stop as much as one the
-    // launcher forwarded; one after a failure is the launcher's own.
-    const bool stop_seen =
-        (result.stop_forwarded || result.ranks_signalled) && !result.ended_for_failure;
-    Outcome outcome = judge(result.ends, stop_seen, preempted);
-    const bool any_stopped =
-        outcome.verdict == Verdict::kStopped ||
-        std::any_of(result.ends.begin(), result.ends.end(),
-                    [&](const RankEnd& end) { return exit_code(end.wait_status) == preempted; });
-    if (stop_seen && any_stopped) {
-      explain_stopped_while_starting(outcome, resume);
-      if (!result.checkpoint_committed && result.any_rank_connected &&
-          outcome.stopped_while_starting.empty()) {
-        std::cerr << "primus-launch: the ranks stopped with status " << preempted
-                  << " but none reported a committed checkpoint\n";
-      }
-      StopFacts facts;
-      facts.user_stop = result.user_stop;
-      facts.requeues_so_far = allocation;
-      facts.max_requeues = max_requeues;
-      facts.preempted_status = preempted;
+    AttemptFacts facts = facts_of(result, attempt_world);
+    JobSituation situation;
+    situation.slurm = true;
+    situation.attempt = attempt;
+    situation.allocation = allocation;
+    situation.max_restarts = max_restarts;
+    situation.max_requeues = max_requeues;
+    situation.preempted_status = preempted;
+    situation.placing = placing;
+    situation.node_restarts = node_restarts;
+    if (ends_as_a_stop(situation, facts)) {
       if (const auto state = query_job(job)) {
         facts.preempted = state->preempted;
         facts.job_state = state->state;
       }
-      const StopDecision d = decide_stop(facts);
-      monitor.set_state(d.requeue                            ? "requeued"
-                        : d.reason == StopReason::kUserStop  ? "stopped"
-                        : d.reason == StopReason::kCancelled ? "cancelled"
-                        : d.reason == StopReason::kPreempted ? "preempted"
-                                                             : "failed");
-      const std::string checkpoint =
-          result.checkpoint.empty() ? std::string("the newest checkpoint") : result.checkpoint;
-      events.write({d.event,
-                    std::nullopt,
-                    node,
-                    {{"exit_status", std::to_string(d.exit_status)},
-                     {"requeues", std::to_string(allocation)},
-                     {"checkpoint", result.checkpoint}}});
-      switch (d.reason) {
-        case StopReason::kUserStop:
-          std::cerr << "primus-launch: the ranks stopped as asked (primus-launch stop) after "
-                    << "saving " << checkpoint << "; the job is not requeued\n";
-          break;
-        case StopReason::kCancelled:
-          std::cerr << "primus-launch: the job is ending (JobState="
-                    << (facts.job_state.empty() ? "unknown" : facts.job_state)
-                    << ": cancelled, or scontrol could not say); it is not requeued\n";
-          break;
-        case StopReason::kPreempted:
-        case StopReason::kTimeLimit:
-          if (d.requeue) {
-            std::cerr << "primus-launch: the ranks stopped ("
-                      << (d.reason == StopReason::kPreempted
-                              ? "preemption"
-                              : "a time limit's warning or a stop signal")
-                      << ") after saving " << checkpoint << "; requeueing job " << job_id << "\n";
-          } else if (facts.job_state == "TIMEOUT") {
-            std::cerr << "primus-launch: the job reached its time limit before any warning "
-                         "signal and is ending: it is not requeued (submit with "
-                         "--signal=USR2@120 --requeue to have it requeued in time)\n";
-          } else {
-            std::cerr << "primus-launch: the job stopped at its time limit and was requeued "
-                      << allocation << " times already (--primus-max-requeues=" << max_requeues
-                      << "); it is not requeued again\n";
-          }
-          break;
-      }
-      if (d.requeue) {
-        std::vector<std::pair<std::string, std::string>> details = {{"job", requeue_target}};
-        if (!setup.excluded_nodes.empty()) {
-          details.emplace_back("excluded", merged_exclusions("", setup.excluded_nodes));
-        }
-        events.write({"requeued", std::nullopt, node, details});
-        if (const auto error = requeue_job(requeue_target, setup.excluded_nodes)) {
-          std::cerr << "primus-launch: scontrol requeue " << requeue_target
-                    << " failed: " << *error;
-        }
-      }
-      return d.exit_status;
-    }
-
-    // Ranks whose wrappers never reported: was their node lost? (docs/architecture.md, "Node
-    // failures": the wrappers report every end of a rank they see.)
-    std::map<std::string, std::string> lost_now;
-    if (result.ends.size() < attempt_world) {
+    } else if (!facts.requeued && result.ends.size() < attempt_world) {
+      // Ranks whose wrappers never reported: was their node lost? (docs/architecture.md, "Node
+      // failures": the wrappers report every end of a rank they see.)
       std::set<std::uint32_t> reported;
       for (const RankEnd& end : result.ends)
         reported.insert(static_cast<std::uint32_t>(end.rank));
@@ -1046,139 +973,42 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
       if (!suspects.empty()) {
         static const std::chrono::seconds wait =
             query_slurmd_timeout().value_or(std::chrono::seconds(300)) + std::chrono::seconds(10);
-        lost_now = find_lost_nodes(srun.path, job, suspects, wait);
+        facts.lost_nodes = find_lost_nodes(srun.path, job, suspects, wait);
       }
-    }
-    if (!lost_now.empty()) {
-      std::string names;
-      for (const auto& [lost, reason] : lost_now) {
-        names += (names.empty() ? "" : ",") + lost;
-        lost_nodes.insert(lost);
-        std::cerr << "primus-launch: node " << lost << " was lost (" << reason << ")\n";
-        events.write({"node-lost", std::nullopt, lost, {{"reason", reason}}});
-        if (exclusions.add({lost, "lost: " + reason, utc_now_ms(), allocation, attempt})) {
-          events.write({"node-excluded", std::nullopt, lost, {{"reason", "lost: " + reason}}});
-        }
-        monitor.set_excluded_nodes(excluded_for_status(exclusions));
-      }
-      std::string why;
-      if (placing && attempt < std::max(max_restarts, node_restarts)) {
-        if (const auto facts = query_job(job); facts && !hosts_of(facts->node_list).empty()) {
-          current_nodes = hosts_of(facts->node_list);
+      if (!facts.lost_nodes.empty() && placing && attempt < std::max(max_restarts, node_restarts)) {
+        if (const auto facts_now = query_job(job);
+            facts_now && !hosts_of(facts_now->node_list).empty()) {
+          current_nodes = hosts_of(facts_now->node_list);
         }
         std::set<std::string> excluded = exclusions.nodes();
         excluded.insert(lost_nodes.begin(), lost_nodes.end());
-        if (place(current_nodes, excluded, rank_nodes, tasks_per_node, policy, attempt + 1, why)) {
-          monitor.set_state("restarting");
-          std::cerr << "primus-launch: starting the ranks again without " << names
-                    << ", from the newest committed checkpoint (restart " << attempt + 1 << ")\n";
-          events.set_attempt(attempt + 1);
-          events.write({"restarted",
-                        std::nullopt,
-                        node,
-                        {{"restart", std::to_string(attempt + 1)}, {"reason", "lost " + names}}});
-          continue;
-        }
-      } else if (placing) {
-        why = "no restart is left (--primus-max-restarts=" + std::to_string(max_restarts) + ")";
-      } else {
-        why =
-            "submit with --no-kill and --primus-spare-nodes=K (K nodes more) or "
-            "--primus-elastic=MIN_NODES to go on without it";
-      }
-      const int status = result.srun_status != 0 ? exit_code(result.srun_status) : 1;
-      std::cerr << "primus-launch: the ranks cannot go on after losing " << names << ": " << why
-                << "\n";
-      monitor.set_state("failed");
-      std::string reason = "lost " + names;
-      reason += ": ";
-      reason += why;
-      events.write({"failed",
-                    std::nullopt,
-                    lost_now.begin()->first,
-                    {{"exit_status", std::to_string(status)}, {"reason", reason}}});
-      return status;
-    }
-
-    if (result.hung) {
-      blame_the_hung_rank(outcome, result.ends, *result.hung);
-    } else if (const auto first = blame_the_lost_peer(outcome, result.ends, result.lost_peers)) {
-      explain_lost_peer(*first, node_of(*first), outcome.cause->rank, node_of(outcome.cause->rank));
-    }
-    if (outcome.verdict == Verdict::kFinished && result.ends.size() < attempt_world &&
-        result.srun_status != 0) {
-      // No report from some task wrappers (killed with the step): srun's status is all there is.
-      outcome.verdict = Verdict::kFailed;
-      outcome.cause = RankEnd{-1, result.srun_status};
-    }
-    Decision decision = decide(outcome, attempt, max_restarts, preempted);
-    if (outcome.verdict == Verdict::kFailed && outcome.cause) {
-      if (outcome.cause->rank >= 0) {
-        print_root_cause(*outcome.cause, node_of(outcome.cause->rank), log_dir, attempt,
-                         result.hung ? "hung" : "failed first");
-      } else {
-        std::cerr << "primus-launch: srun ended with " << describe(result.srun_status)
-                  << " and not every rank reported how it ended (attempt " << attempt << ")\n";
+        for (const auto& [lost, reason] : facts.lost_nodes)
+          excluded.insert(lost);
+        facts.placement_after_loss = place(current_nodes, excluded, rank_nodes, tasks_per_node,
+                                           policy, attempt + 1, facts.placement_why)
+                                         .has_value();
       }
     }
-    // Nodes to keep out from now on: a hung rank's, one whose rank reported a hardware error
-    // (node-class failures), and one where --primus-exclude-after different ranks failed.
-    std::map<std::string, std::string> to_exclude;
-    if (outcome.verdict == Verdict::kFailed) {
-      if (result.hung && node_of(static_cast<int>(*result.hung)) != "?") {
-        to_exclude[node_of(static_cast<int>(*result.hung))] =
-            "rank " + std::to_string(*result.hung) + " hung there";
-      }
-      for (const auto& [rank, text] : result.exceptions) {
-        if (hardware_error(text) && node_of(static_cast<int>(rank)) != "?") {
-          to_exclude[node_of(static_cast<int>(rank))] =
-              "rank " + std::to_string(rank) + " reported a hardware error: " + text.substr(0, 200);
-        }
-      }
-      for (const auto& [where, why] : rank_failures.add(result.ends, result.nodes, preempted))
-        to_exclude.emplace(where, why);
-    }
-    const std::set<std::string> already = exclusions.nodes();
-    bool excluded_in_use = false;
-    for (const auto& [where, why] : to_exclude) {
-      if (already.count(where) != 0) continue;
-      std::cerr << "primus-launch: excluding " << where << " from this job: " << why << "\n";
-      exclusions.add({where, why, utc_now_ms(), allocation, attempt});
-      events.write({"node-excluded", std::nullopt, where, {{"reason", why}}});
-      monitor.set_excluded_nodes(excluded_for_status(exclusions));
-      excluded_in_use = true;
-    }
-    if (decision.restart && excluded_in_use && !placing) {
-      // The ranks need every node of the allocation, one of which is now excluded: the job
-      // ends as a failure with the cause's status, as with no restart left (issue 39: the
-      // restart's status, 0, made it COMPLETED without finishing).
-      std::cerr << "primus-launch: not starting the ranks again: they would need the excluded "
-                   "node (--primus-spare-nodes=K, with K nodes more, lets them go on without it; "
-                   "a requeue by primus-launch keeps it out)\n";
-      decision = decide(outcome, attempt, attempt, preempted);
-    } else if (decision.restart) {
-      monitor.set_state("restarting");
-      std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
-                << max_restarts << ")\n";
-      events.set_attempt(attempt + 1);
-      events.write({"restarted", std::nullopt, node, {{"restart", std::to_string(attempt + 1)}}});
-      continue;
-    }
-    monitor.set_state(outcome.verdict == Verdict::kFinished ? "finished" : "failed");
-    if (outcome.verdict == Verdict::kFinished) {
-      events.write({"finished", std::nullopt, node, {{"exit_status", "0"}}});
-    } else {
-      const auto rank = outcome.cause && outcome.cause->rank >= 0
-                            ? std::optional<std::uint32_t>(outcome.cause->rank)
-                            : std::nullopt;
-      events.write(
-          {"failed",
-           rank,
-           rank ? std::optional<std::string>(node_of(static_cast<int>(*rank))) : std::nullopt,
-           {{"exit_status", std::to_string(decision.exit_status)},
-            {"status", outcome.cause ? describe(outcome.cause->wait_status) : ""}}});
-    }
-    return decision.exit_status;
+    for (const auto& [lost, reason] : facts.lost_nodes)
+      lost_nodes.insert(lost);
+    situation.excluded = exclusions.nodes();
+    const Action action = after_attempt(situation, facts, rank_failures);
+    Supervision supervision(events, monitor, &exclusions);
+    supervision.node = node;
+    supervision.job_id = job_id;
+    supervision.requeue_target = requeue_target;
+    supervision.allocation = allocation;
+    supervision.attempt = attempt;
+    supervision.max_restarts = max_restarts;
+    supervision.max_requeues = max_requeues;
+    supervision.preempted_status = preempted;
+    supervision.log_dir = log_dir;
+    supervision.resume = resume;
+    supervision.checkpoint = result.checkpoint;
+    supervision.checkpoint_committed = result.checkpoint_committed;
+    supervision.any_rank_connected = result.any_rank_connected;
+    if (carry_out(action, facts, supervision)) continue;
+    return action.exit_status;
   }
 }
 
@@ -1289,50 +1119,29 @@ int launch(const std::vector<std::string>& args) {
     DataTasks data(s.nproc);  // every attempt opens the queue again, from its checkpoint
     if (dynamic_data(options)) setup.data = &data;
     const AttemptResult result = run_attempt(setup, reaper, events);
-    Outcome outcome = judge(result.ends, result.stop_requested, preempted);
-    if (result.hung) {
-      blame_the_hung_rank(outcome, result.ends, *result.hung);
-    } else if (const auto first = blame_the_lost_peer(outcome, result.ends, result.lost_peers)) {
-      explain_lost_peer(*first, node, outcome.cause->rank, node);
-    }
-    explain_stopped_while_starting(outcome, resume);
-    const Decision decision = decide(outcome, attempt, max_restarts, preempted);
-    if (outcome.verdict == Verdict::kFailed && outcome.cause) {
-      print_root_cause(*outcome.cause, node, setup.log_dir, attempt,
-                       result.hung ? "hung" : "failed first");
-    }
-    if (decision.restart) {
-      monitor.set_state("restarting");
-      std::cerr << "primus-launch: starting the ranks again (restart " << attempt + 1 << " of "
-                << max_restarts << ")\n";
-      events.set_attempt(attempt + 1);
-      events.write({"restarted", std::nullopt, node, {{"restart", std::to_string(attempt + 1)}}});
-      continue;
-    }
-    monitor.set_state(outcome.verdict == Verdict::kFinished  ? "finished"
-                      : outcome.verdict == Verdict::kStopped ? "stopped"
-                                                             : "failed");
-    switch (outcome.verdict) {
-      case Verdict::kFinished:
-        events.write({"finished", std::nullopt, node, {{"exit_status", "0"}}});
-        break;
-      case Verdict::kStopped:
-        events.write({"finished",
-                      std::nullopt,
-                      node,
-                      {{"exit_status", std::to_string(decision.exit_status)},
-                       {"reason", "the ranks stopped as asked"}}});
-        break;
-      case Verdict::kFailed:
-        events.write(
-            {"failed",
-             outcome.cause ? std::optional<std::uint32_t>(outcome.cause->rank) : std::nullopt,
-             node,
-             {{"exit_status", std::to_string(decision.exit_status)},
-              {"status", outcome.cause ? describe(outcome.cause->wait_status) : ""}}});
-        break;
-    }
-    return decision.exit_status;
+    AttemptFacts facts;
+    facts.ends = result.ends;
+    facts.world_size = s.nproc;
+    facts.stop_seen = result.stop_requested;
+    facts.hung = result.hung;
+    facts.lost_peers = result.lost_peers;
+    JobSituation situation;
+    situation.attempt = attempt;
+    situation.max_restarts = max_restarts;
+    situation.preempted_status = preempted;
+    RankFailures no_nodes(1);  // one machine: no node to exclude
+    const Action action = after_attempt(situation, facts, no_nodes);
+    Supervision supervision(events, monitor, nullptr);
+    supervision.node = node;
+    supervision.job_id = job.job_id;
+    supervision.allocation = allocation;
+    supervision.attempt = attempt;
+    supervision.max_restarts = max_restarts;
+    supervision.preempted_status = preempted;
+    supervision.log_dir = setup.log_dir;
+    supervision.resume = resume;
+    if (carry_out(action, facts, supervision)) continue;
+    return action.exit_status;
   }
 }
 
