@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -125,41 +124,37 @@ def test_a_thread_inside_a_primus_call_while_the_interpreter_ends_does_not_abort
         assert result.returncode == 0, result.stderr
 
 
-def test_the_gradient_workers_sums_in_flight_at_the_end_do_not_abort_the_rank(tmp_path):
+def launched(script, workdir, nproc):
+    """`primus-launch --nproc N -- python3 script` in `workdir`, its job directory there: the
+    result and every rank's log, after the check that no rank aborted and the run ended 0."""
     if not os.access(LAUNCHER, os.X_OK):
         pytest.fail(f"{LAUNCHER} is not built (run from the build directory)")
+    workdir.mkdir()
+    result = subprocess.run(
+        [LAUNCHER, "--nproc", str(nproc), f"--primus-job-dir={workdir / 'job'}", "--",
+         sys.executable, str(script)],
+        cwd=workdir, capture_output=True, text=True, timeout=300, env=job_environment())
+    logs = "".join(p.read_text() for p in sorted(workdir.rglob("rank-*.log")))
+    assert "terminate called" not in result.stderr + logs, result.stderr + logs
+    assert result.returncode == 0, result.stderr + logs
+    return result, logs
+
+
+def test_the_gradient_workers_sums_in_flight_at_the_end_do_not_abort_the_rank(tmp_path):
     script = tmp_path / "worker_at_exit.py"
     script.write_text(WORKER_AT_EXIT)
     for run in range(2):  # a rank of its own: primus.comm needs the job's secret
-        workdir = tmp_path / f"run{run}"
-        workdir.mkdir()
-        result = subprocess.run(
-            [LAUNCHER, "--nproc", "1", f"--primus-job-dir={workdir / 'job'}", "--",
-             sys.executable, str(script)],
-            cwd=workdir, capture_output=True, text=True, timeout=120, env=job_environment())
-        logs = "".join(p.read_text() for p in sorted(workdir.rglob("rank-*.log")))
+        result, logs = launched(script, tmp_path / f"run{run}", 1)
         assert "queued" in logs, result.stderr + logs
-        assert "terminate called" not in result.stderr + logs, result.stderr + logs
-        assert result.returncode == 0, result.stderr + logs
 
 
 def test_a_background_save_in_flight_at_the_end_is_committed_and_no_rank_aborts(tmp_path):
-    if not os.access(LAUNCHER, os.X_OK):
-        pytest.fail(f"{LAUNCHER} is not built (run from the build directory)")
     script = tmp_path / "user_loop.py"
     script.write_text(USER_LOOP)
     # Before the fix: exit 134 (SIGABRT of a rank) in 4 of 4 runs, step 30 never committed.
     for run in range(2):
-        workdir = tmp_path / f"run{run}"
-        workdir.mkdir()
-        result = subprocess.run(
-            [LAUNCHER, "--nproc", "4", f"--primus-job-dir={workdir / 'job'}", "--",
-             sys.executable, str(script)],
-            cwd=workdir, capture_output=True, text=True, timeout=300, env=job_environment())
-        logs = "".join(p.read_text() for p in sorted(workdir.rglob("rank-*.log")))
-        assert "terminate called" not in result.stderr + logs, result.stderr + logs
-        assert result.returncode == 0, result.stderr + logs
-        ckpt = workdir / "job" / "ckpt"
+        launched(script, tmp_path / f"run{run}", 4)
+        ckpt = tmp_path / f"run{run}" / "job" / "ckpt"
         assert newest_step(ckpt) == "step-000000000030", sorted(p.name for p in ckpt.iterdir())
         assert verifies(ckpt, 30)
 

@@ -24,6 +24,7 @@ RankEnd killed(int rank, int sig, bool ready = true, bool after_stop = false) {
 }
 std::vector<RankEnd> all_exited(int ranks, int code) {
   std::vector<RankEnd> ends;
+  ends.reserve(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     ends.push_back(exited(r, code));
   return ends;
