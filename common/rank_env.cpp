@@ -66,9 +66,14 @@ std::string join_path(const std::string& dir, const std::string& path) {
 
 }  // namespace
 
+std::string default_job_dir_name(const std::string& job_id, bool one_machine) {
+  return one_machine ? "primus-local" : "primus-" + job_id;
+}
+
 std::string resolve_job_dir(const ResolvedOptions& options, const std::string& submit_dir,
-                            const std::string& job_id) {
-  return join_path(submit_dir, options.value_or("primus-job-dir", "primus-" + job_id));
+                            const std::string& job_id, bool one_machine) {
+  return join_path(submit_dir,
+                   options.value_or("primus-job-dir", default_job_dir_name(job_id, one_machine)));
 }
 
 std::string resolve_ckpt_dir(const ResolvedOptions& options, const std::string& submit_dir,
@@ -133,7 +138,8 @@ EnvList rank_environment(const RankEnvInput& in) {
   }
 
   // Primus
-  const std::string job_dir = resolve_job_dir(*in.options, in.submit_dir, in.job_id);
+  const std::string job_dir =
+      resolve_job_dir(*in.options, in.submit_dir, in.job_id, in.one_machine);
   set("PRIMUS_ENV_VERSION", std::to_string(kPrimusEnvVersion));
   set("PRIMUS_FRAMEWORK", std::string(to_string(in.framework)));
   set("PRIMUS_JOB_ID", in.job_id);

@@ -115,6 +115,7 @@ EnvList one_machine_environment(const OneMachineJob& job, std::uint32_t rank,
   in.job_id = job.job_id;
   in.restart_count = job.restart_count;
   in.submit_dir = job.submit_dir;
+  in.one_machine = true;
   in.bootstrap = Bootstrap::kTcp;
   in.job_secret = job.job_secret;
   in.user_set_omp_num_threads = lookup(process_env, "OMP_NUM_THREADS").has_value();

@@ -90,19 +90,8 @@ void Parser::usage(const std::string& what) const {
   throw UsageError(what + see_help_);
 }
 
-Parsed Parser::parse(const std::vector<std::string>& args) const {
-  Parsed parsed;
-  const auto dashes = std::find(args.begin(), args.end(), "--");
-  const std::vector<std::string> before(args.begin(), dashes);
-  std::vector<std::string> after;
-  if (dashes != args.end()) after.assign(dashes + 1, args.end());
-  // --help wins over any mistake next to it.
-  if (std::any_of(before.begin(), before.end(),
-                  [](const std::string& arg) { return arg == "--help" || arg == "-h"; })) {
-    parsed.help = true;
-    return parsed;
-  }
-
+std::vector<std::pair<std::string, std::vector<std::string>>> Parser::tokens(
+    const std::vector<std::string>& before) const {
   po::options_description description;
   bool any_short = false;
   for (const Option& option : options_) {
@@ -176,35 +165,57 @@ Parsed Parser::parse(const std::vector<std::string>& args) const {
     usage(e.what());
   }
 
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
   for (const po::option& given : result.options) {
-    if (given.position_key >= 0 || given.string_key == kOperand) {
-      for (const std::string& word : given.value) {
-        if (looks_like_option(word)) usage("unknown option '" + word + "'");
-        parsed.operands.push_back(word);
-      }
-      continue;
-    }
-    const Option* option = find(given.string_key);
-    if (option == nullptr) usage("--" + given.string_key + ": unknown option" + unknown_context_);
-    std::optional<std::string> value;
-    if (!given.value.empty()) value = given.value.front();
-    if (option->arg != Arg::kRequired && value) {
-      if (value->front() == kAbsent) {
-        value.reset();
-      } else {
-        value = value->substr(1);  // after kGiven
-      }
-    }
-    if (value && option->check) {
-      if (const auto expected = option->check(*value)) {
-        throw UsageError("--" + option->name + ": expected " + *expected + ", got '" + *value +
-                         "'");
-      }
-    }
-    parsed.options[option->name] = value.value_or("");
-    if (option->from_table) parsed.table.emplace_back(option->name, value);
+    const bool operand = given.position_key >= 0 || given.string_key == kOperand;
+    out.emplace_back(operand ? std::string(kOperand) : given.string_key, given.value);
   }
+  return out;
+}
 
+void Parser::take(const std::string& key, const std::vector<std::string>& values,
+                  Parsed& parsed) const {
+  if (key == kOperand) {
+    for (const std::string& word : values) {
+      if (looks_like_option(word)) usage("unknown option '" + word + "'");
+      parsed.operands.push_back(word);
+    }
+    return;
+  }
+  const Option* option = find(key);
+  if (option == nullptr) usage("--" + key + ": unknown option" + unknown_context_);
+  std::optional<std::string> value;
+  if (!values.empty()) value = values.front();
+  if (option->arg != Arg::kRequired && value) {
+    if (value->front() == kAbsent) {
+      value.reset();
+    } else {
+      value = value->substr(1);  // after kGiven
+    }
+  }
+  if (value && option->check) {
+    if (const auto expected = option->check(*value)) {
+      throw UsageError("--" + option->name + ": expected " + *expected + ", got '" + *value + "'");
+    }
+  }
+  parsed.options[option->name] = value.value_or("");
+  if (option->from_table) parsed.table.emplace_back(option->name, value);
+}
+
+Parsed Parser::parse(const std::vector<std::string>& args) const {
+  Parsed parsed;
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  const std::vector<std::string> before(args.begin(), dashes);
+  std::vector<std::string> after;
+  if (dashes != args.end()) after.assign(dashes + 1, args.end());
+  // --help wins over any mistake next to it.
+  if (std::any_of(before.begin(), before.end(),
+                  [](const std::string& arg) { return arg == "--help" || arg == "-h"; })) {
+    parsed.help = true;
+    return parsed;
+  }
+  for (const auto& [key, values] : tokens(before))
+    take(key, values, parsed);
   if (command_) {
     parsed.command = after;
     if (dashes == args.end() || after.empty()) {

@@ -93,6 +93,12 @@ class Parser {
  private:
   const Option* find(const std::string& name) const;
   [[noreturn]] void usage(const std::string& what) const;
+  // The words before "--" as Boost.Program_options splits them: (option name, values), or
+  // (kOperand, words) for operands; a usage error for an unknown option or a missing value.
+  std::vector<std::pair<std::string, std::vector<std::string>>> tokens(
+      const std::vector<std::string>& before) const;
+  // One of them into `parsed`: its value decoded and checked.
+  void take(const std::string& key, const std::vector<std::string>& values, Parsed& parsed) const;
 
   std::string see_help_;
   std::string unknown_context_;

@@ -15,7 +15,7 @@ after a checkpoint finds it committed. Which step a run stops at never changes w
 computes: a resumed run is bitwise equal to an uninterrupted one wherever it stopped.
 """
 
-import os
+from . import _env, _saves
 
 DEFAULT_INTERVAL = 0.5  # seconds between agreements
 # No more steps than this between two agreements, however fast the steps: should the steps
@@ -25,7 +25,7 @@ MAX_STEPS = 100
 
 def interval_seconds():
     """PRIMUS_STOP_INTERVAL: seconds (>= 0) between should_stop()'s agreements."""
-    text = os.environ.get("PRIMUS_STOP_INTERVAL", "")
+    text = _env.given("PRIMUS_STOP_INTERVAL") or ""
     if text == "":
         return DEFAULT_INTERVAL
     try:
@@ -48,18 +48,9 @@ def steps_to_propose(interval, elapsed, steps):
     return max(1, min(MAX_STEPS, int(interval * steps / elapsed)))
 
 
-_modules = None  # primus._runtime and primus.checkpoint, which import this module
-
-
-def paper():
+def paper(stop_signal):
     """What this rank says in the agreement, and about which save: ([stop, writing, failed,
-    commit_failed], the checkpoint in flight or None)."""
-    global _modules
-    if _modules is None:
-        from . import _runtime, checkpoint
-
-        _modules = (_runtime, checkpoint)
-    runtime, checkpoint = _modules
-    writing, failed, commit_failed = checkpoint._vote_flags()
-    return ([0 if runtime._stop_signal is None else 1, writing, failed, commit_failed],
-            checkpoint._in_flight)
+    commit_failed], the checkpoint in flight or None); `stop_signal`: the stop signal this rank
+    received, or None."""
+    writing, failed, commit_failed = _saves.vote_flags()
+    return [0 if stop_signal is None else 1, writing, failed, commit_failed], _saves.in_flight

@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 
-from . import _gpu, _node_stats
+from . import _env, _gpu, _node_stats
 
 _lock = threading.Lock()
 _sock = None
@@ -112,7 +112,7 @@ def _finite(value):
 
 def _is_local_rank_0():
     try:
-        return int(os.environ.get("LOCAL_RANK") or 0) == 0
+        return int(_env.given("LOCAL_RANK") or 0) == 0
     except ValueError:
         return False
 
@@ -416,7 +416,7 @@ def _goodbye():
 def connect(rank, secret, stop_signal_of):
     """Connects when PRIMUS_CONTROL is set; True when connected."""
     global _sock
-    address = os.environ.get("PRIMUS_CONTROL")
+    address = _env.given("PRIMUS_CONTROL")
     if not address or _sock is not None:
         return _sock is not None
     if not secret:
@@ -433,9 +433,9 @@ def connect(rank, secret, stop_signal_of):
         return False
     _sock = socket.socket(fileno=fd)
     _sock.setblocking(True)
-    send({"type": "hello", "attempt": int(os.environ.get("PRIMUS_LAUNCH_RESTARTS", "0") or 0),
-          "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid()})
-    interval = float(os.environ.get("PRIMUS_HEARTBEAT_INTERVAL", "5") or 0)
+    send({"type": "hello", "attempt": _env.count_variable("PRIMUS_LAUNCH_RESTARTS"),
+          "node": _env.given("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid()})
+    interval = float(_env.text("PRIMUS_HEARTBEAT_INTERVAL") or 0)
     if interval > 0:
         threading.Thread(target=_heartbeats, args=(interval, stop_signal_of),
                          name="primus-heartbeat", daemon=True).start()

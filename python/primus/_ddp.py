@@ -59,13 +59,13 @@ def ddp(model, *, allreduce="primus", **kwargs):
     (primus/_grad_allreduce.py; a GPU model, NCCL or a process_group of your own keep torch's
     all-reduce); "torch" keeps torch's (for a communication hook of your own:
     register_comm_hook takes one hook per model)."""
-    import os
+    from . import _env
 
     if allreduce not in ("primus", "torch"):
         raise ValueError(f"primus.ddp: allreduce: expected 'primus' or 'torch', got "
                          f"{allreduce!r}")
 
-    if os.environ.get("PRIMUS_DATA_MODE") == "dynamic":
+    if _env.given("PRIMUS_DATA_MODE") == "dynamic":
         raise RuntimeError("primus.ddp: --primus-data-mode=dynamic has no step that every rank "
                            "takes together, and DDP all-reduces the gradients at every step "
                            "(the ranks would wait for each other forever); use the static "

@@ -12,8 +12,9 @@ cannot ask for it), else LOCAL_RANK modulo the number of visible GPUs, as primus
 """
 
 import ctypes
-import os
 import sys
+
+from . import _env
 
 _NVML_SUCCESS = 0
 
@@ -98,14 +99,14 @@ def note_device():
 
 def _local_rank():
     try:
-        return int(os.environ.get("LOCAL_RANK") or 0)
+        return int(_env.given("LOCAL_RANK") or 0)
     except ValueError:
         return 0
 
 
 def _handle(nvml):
     """The NVML handle of this rank's device, or None."""
-    visible = visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    visible = visible_devices(_env.raw("CUDA_VISIBLE_DEVICES"))
     if visible is None:
         count = ctypes.c_uint(0)
         if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS:

@@ -79,18 +79,11 @@ def utc_text(unix_time):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:03d}Z"
 
 
-def _count_variable(name):
-    try:
-        return int(os.environ.get(name) or 0)
-    except ValueError:
-        return 0
-
-
 def metrics_line(unix_time, rank, step, values):
     """One line of metrics.jsonl, as the launcher writes it: these keys in this order, no
     spaces."""
-    entry = {"time": utc_text(unix_time), "allocation": _count_variable("SLURM_RESTART_COUNT"),
-             "attempt": _count_variable("PRIMUS_LAUNCH_RESTARTS"), "rank": rank, "step": step,
+    entry = {"time": utc_text(unix_time), "allocation": _env.count_variable("SLURM_RESTART_COUNT"),
+             "attempt": _env.count_variable("PRIMUS_LAUNCH_RESTARTS"), "rank": rank, "step": step,
              "values": values}
     return json.dumps(entry, separators=(",", ":"), allow_nan=False) + "\n"
 

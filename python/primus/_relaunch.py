@@ -14,7 +14,7 @@ _MARK = "PRIMUS_TRAIN_RELAUNCHED"
 def _launcher():
     """primus-launch: PRIMUS_LAUNCH, else on PATH, else beside this installed package
     (PREFIX/bin for a package in PREFIX/lib/python3/dist-packages/primus)."""
-    given = os.environ.get("PRIMUS_LAUNCH")
+    given = _env.given("PRIMUS_LAUNCH")
     if given:
         return given
     found = shutil.which("primus-launch")
@@ -30,11 +30,11 @@ def _launcher():
 
 def _job_world():
     """(world size, who set it) when this process is a rank of a job, else None."""
-    if os.environ.get("PRIMUS_CONTROL"):
+    if _env.given("PRIMUS_CONTROL"):
         who = "primus-launch"
-    elif "PRIMUS_ENV_VERSION" in os.environ:
+    elif _env.is_set("PRIMUS_ENV_VERSION"):
         who = "srun --primus"
-    elif "WORLD_SIZE" in os.environ:
+    elif _env.is_set("WORLD_SIZE"):
         who = "WORLD_SIZE"
     else:
         return None
@@ -60,7 +60,7 @@ def ensure_world(workers):
         return
     if wanted == 1:
         return
-    if os.environ.get(_MARK):
+    if _env.given(_MARK):
         raise RuntimeError("primus.train: the script was run again under primus-launch, and "
                            "still sees no rank environment (PRIMUS_ENV_VERSION is unset)")
     argv = list(getattr(sys, "orig_argv", []))[1:] or sys.argv
@@ -77,5 +77,5 @@ def ensure_world(workers):
           f"primus-launch --nproc {wanted} -- {' '.join([sys.executable, *argv])}",
           file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os.environ[_MARK] = "1"
+    _env.export(_MARK, "1")
     os.execv(launcher, command)

@@ -15,14 +15,13 @@ import sys
 import threading
 import time
 
-from . import _agreement, _control, _env, _gpu
+from . import _agreement, _control, _env, _gpu, _saves
 
 EXIT_PREEMPTED = _env._int_variable("PRIMUS_EXIT_PREEMPTED", 75)
 
 _lock = threading.Lock()
 _job = None
 _stop_signal = None  # the number of the first stop signal received, or None
-_checkpoint = None  # primus.checkpoint once should_stop() imported it
 _comm = None  # the primus.comm communicator that agrees on stops (world size > 1)
 # should_stop()'s agreement (primus/_agreement.py): the calls since the last one and the steps
 # it fixed until the next (every rank counts alike), when it ended, and the interval.
@@ -55,10 +54,11 @@ class Job:
 def _stop_signals():
     names = {"USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2, "TERM": signal.SIGTERM,
              "INT": signal.SIGINT, "HUP": signal.SIGHUP}
-    warning = os.environ.get("PRIMUS_PREEMPT_SIGNAL", "USR2").upper().removeprefix("SIG")
+    given = _env.raw("PRIMUS_PREEMPT_SIGNAL")
+    warning = (given if given is not None else "USR2").upper().removeprefix("SIG")
     if warning not in names:
         raise ValueError(f"PRIMUS_PREEMPT_SIGNAL: expected one of {', '.join(names)}, got "
-                         f"{os.environ.get('PRIMUS_PREEMPT_SIGNAL')!r}")
+                         f"{given!r}")
     return sorted({signal.SIGTERM, names[warning]})
 
 
@@ -109,7 +109,7 @@ def _newest_or_given(ckpt_dir):
             path = checkpoint.dir
             checkpoint.close()
             return path
-    return os.environ.get("PRIMUS_RESUME") or None
+    return _env.given("PRIMUS_RESUME")
 
 
 def _share_from_rank0(rank, compute):
@@ -144,9 +144,9 @@ def _resolve_resume(ckpt_dir, rank, world_size):
     attempt: PRIMUS_RESUME, or nothing when it is unset. Otherwise rank 0 resolves it and the
     others take its answer through primus.comm (with the plugin's environment; without it each
     rank resolves alone)."""
-    if os.environ.get("PRIMUS_CONTROL"):
-        return os.environ.get("PRIMUS_RESUME") or None
-    if world_size == 1 or "PRIMUS_ENV_VERSION" not in os.environ:
+    if _env.given("PRIMUS_CONTROL"):
+        return _env.given("PRIMUS_RESUME")
+    if world_size == 1 or not _env.is_set("PRIMUS_ENV_VERSION"):
         return _newest_or_given(ckpt_dir)
     return _share_from_rank0(rank, lambda: _newest_or_given(ckpt_dir))
 
@@ -194,23 +194,20 @@ def init(torch=True):
         if _job is not None:
             return _job
         _stop_interval = _agreement.interval_seconds()
-        _dynamic = os.environ.get("PRIMUS_DATA_MODE") == "dynamic"
-        if "PRIMUS_ENV_VERSION" not in os.environ and "RANK" in os.environ:
+        _env.reread()  # the variables as this process has them now
+        _dynamic = _env.given("PRIMUS_DATA_MODE") == "dynamic"
+        if not _env.is_set("PRIMUS_ENV_VERSION") and _env.is_set("RANK"):
             print("primus: warning: RANK is set but PRIMUS_ENV_VERSION is not: the variables "
                   "did not come from the Primus plugin or primus-launch", file=sys.stderr)
         rank, world_size = _env.rank_and_world()
-        job_dir = os.environ.get("PRIMUS_JOB_DIR") or os.path.abspath("primus-local")
-        ckpt_dir = os.environ.get("PRIMUS_CKPT_DIR") or os.path.join(job_dir, "ckpt")
-        os.environ.setdefault("PRIMUS_JOB_DIR", job_dir)
-        os.environ.setdefault("PRIMUS_CKPT_DIR", ckpt_dir)
+        job_dir, ckpt_dir = _env.job_directories()
+        _env.export("PRIMUS_JOB_DIR", job_dir)  # for this rank's children, and data's index
+        _env.export("PRIMUS_CKPT_DIR", ckpt_dir)
         job = Job(rank, world_size, _env._int_variable("LOCAL_RANK", 0),
                   _env._int_variable("PRIMUS_RESTART_COUNT",
                                      _env._int_variable("TORCHELASTIC_RESTART_COUNT", 0)),
                   job_dir, ckpt_dir, _resolve_resume(ckpt_dir, rank, world_size))
-        if job.resume:
-            os.environ["PRIMUS_RESUME"] = job.resume
-        else:
-            os.environ.pop("PRIMUS_RESUME", None)
+        _env.export("PRIMUS_RESUME", job.resume or None)
         _check_main_thread()
         _stop_signals()  # a bad PRIMUS_PREEMPT_SIGNAL fails before any connection
         _control.connect(rank, _env.job_secret(), lambda: _stop_signal)
@@ -276,12 +273,11 @@ def should_stop(samples=None):
     job = init(torch=False) if _job is None else _job
     # Each call costs microseconds here: right after a training step all of this runs cold, so
     # a step without an agreement makes as few calls as it can (one into _control).
-    checkpoint = _checkpoint or _checkpoint_module()
     if job.world_size > 1 and not _dynamic:
         _calls_since_agreement += 1
         # While a save waits for its commit the ranks agree at every step, so that it commits
-        # as soon as every rank has written its file (checkpoint._awaits_agreement()).
-        pending = checkpoint._in_flight
+        # as soon as every rank has written its file (_saves.awaits_agreement()).
+        pending = _saves.in_flight
         if _calls_since_agreement < _steps_agreed and (pending is None
                                                         or not pending._by_should_stop):
             _control.step_done(_stop_signal, count, agreeing=False)
@@ -292,7 +288,7 @@ def should_stop(samples=None):
         return _control.data_stop_saved()
     if job.world_size == 1:
         _gpu.note_device()
-        checkpoint._agreed(*checkpoint._vote_flags(), subject=checkpoint._in_flight)
+        _saves.agreed(*_saves.vote_flags(), subject=_saves.in_flight)
         return _stop_signal is not None
     _gpu.note_device()  # the heartbeats' GPU: once torch.cuda is initialised, any step will do
     import numpy as np
@@ -301,7 +297,7 @@ def should_stop(samples=None):
     proposal = _agreement.steps_to_propose(
         _stop_interval, None if _agreed_at is None else started - _agreed_at,
         _calls_since_agreement)
-    paper, subject = _agreement.paper()
+    paper, subject = _agreement.paper(_stop_signal)
     # The maximum of the flags, and of minus the proposals: the fewest steps any rank proposed.
     summed = np.array([*paper, -proposal], dtype=np.int32)
     _communicator().allreduce(summed, op="max")
@@ -309,19 +305,8 @@ def should_stop(samples=None):
     _control.agreement_waited(_agreed_at - started)
     flags = [int(flag) for flag in summed]
     _calls_since_agreement, _steps_agreed = 0, -flags[4]
-    checkpoint._agreed(flags[1], flags[2], flags[3], subject=subject)
+    _saves.agreed(flags[1], flags[2], flags[3], subject=subject)
     return flags[0] != 0
-
-
-def _checkpoint_module():
-    """primus.checkpoint (which imports this module), imported once: should_stop() runs at
-    every step."""
-    global _checkpoint
-    if _checkpoint is None:
-        from . import checkpoint
-
-        _checkpoint = checkpoint
-    return _checkpoint
 
 
 def agree(ok):

@@ -3,7 +3,6 @@ only (primus.init, primus.data, primus.ddp, primus.checkpoint, primus.should_sto
 so that a user can write the same loop by hand (examples/cnn/train_loop.py does)."""
 
 import dataclasses
-import os
 import sys
 import time
 
@@ -65,7 +64,7 @@ def _dataset(dataset, global_batch_size, world_size, seed):
     """A primus.data.Dataset: the one given (its global batch size must agree), or one over a
     map-style dataset (global batch size: the argument, else PRIMUS_GLOBAL_BATCH_SIZE, else
     PER_RANK_BATCH per rank). The last global batch is dropped unless drop_last was chosen."""
-    from . import data
+    from . import _data_map, data
 
     if isinstance(dataset, data.Dataset):
         if global_batch_size is not None and global_batch_size != dataset.global_batch_size:
@@ -73,8 +72,8 @@ def _dataset(dataset, global_batch_size, world_size, seed):
                              f"dataset's is {dataset.global_batch_size}; leave it out or make "
                              "them agree")
         ds = dataset
-    elif data._is_map_style(dataset):
-        if global_batch_size is None and not os.environ.get("PRIMUS_GLOBAL_BATCH_SIZE"):
+    elif _data_map.is_map_style(dataset):
+        if global_batch_size is None and not _env.given("PRIMUS_GLOBAL_BATCH_SIZE"):
             global_batch_size = PER_RANK_BATCH * world_size
         ds = data.Dataset(dataset, global_batch_size=global_batch_size, seed=seed)
     else:
@@ -180,7 +179,6 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
     import torch
 
     import primus
-    from primus import checkpoint
 
     epochs = _count(epochs, "epochs")
     checkpoint_every = _count(checkpoint_every, "checkpoint_every")
@@ -205,114 +203,156 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
     model.to(job.device)
     net = primus.ddp(model)
     optimizer = _optimizer(optimizer, model)
-    lr_scheduler = _scheduler(lr_scheduler, optimizer)
-    loss_fn = loss_fn or torch.nn.CrossEntropyLoss()
+    run = _Run(job, model, net, ds, optimizer, _scheduler(lr_scheduler, optimizer),
+               loss_fn or torch.nn.CrossEntropyLoss(), seed)
+    run.scheduler_interval, run.checkpoint_every, run.keep_last = (
+        scheduler_interval, checkpoint_every, keep_last)
+    run.log_every, run.num_workers, run.on_step = log_every, num_workers, on_step
+    run.metadata = {"primus.train": {"epochs": epochs, "global_batch_size": ds.global_batch_size,
+                                     "world_size": job.world_size}}
     torch.manual_seed(_seed_of(seed, job.rank))
+    run.restore()
+    return run.finish(run.epochs(epochs), exit_on_stop)
 
-    def state():
-        saved = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-        if lr_scheduler is not None:
-            saved["lr_scheduler"] = lr_scheduler.state_dict()
+
+class _Run:
+    """One run of train(): the model and its training state, its checkpoints (the save in
+    flight, the last committed), and the loop over the epochs."""
+
+    def __init__(self, job, model, net, ds, optimizer, lr_scheduler, loss_fn, seed):
+        self.job, self.model, self.net, self.ds = job, model, net, ds
+        self.optimizer, self.lr_scheduler, self.loss_fn, self.seed = (
+            optimizer, lr_scheduler, loss_fn, seed)
+        self.step, self.resumed_from, self.last_committed = 0, None, None
+        self.restored_loss, self.loss = None, None
+        self.pending, self.saved_step = None, None
+        self.ran, self.started = 0, None
+
+    def state(self):
+        saved = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self.lr_scheduler is not None:
+            saved["lr_scheduler"] = self.lr_scheduler.state_dict()
         return saved
 
-    step, resumed_from, last_committed, restored_loss = 0, None, None, None
-    restored = checkpoint.load()
-    if restored is not None:
+    def restore(self):
+        """Resumes from the newest checkpoint that verifies, if there is one."""
+        from . import checkpoint
+
+        restored = checkpoint.load()
+        if restored is None:
+            return
         saved = restored.state
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        if lr_scheduler is not None:
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        if self.lr_scheduler is not None:
             if "lr_scheduler" not in saved:
                 raise ValueError(f"primus.train: {restored.path} holds no scheduler state, and "
                                  "this run has an lr_scheduler")
-            lr_scheduler.load_state_dict(saved["lr_scheduler"])
+            self.lr_scheduler.load_state_dict(saved["lr_scheduler"])
         if restored.data_cursor is not None:
-            ds.load_state_dict(restored.data_cursor)
+            self.ds.load_state_dict(restored.data_cursor)
         restored.restore_rng()
-        step = resumed_from = restored.step
-        last_committed = restored.path
-        restored_loss = ((restored.metadata or {}).get("primus.train") or {}).get("loss")
-        if job.rank == 0:
-            print(f"primus.train: resumed at step {step} (epoch {ds.epoch}) from "
+        self.step = self.resumed_from = self.saved_step = restored.step
+        self.last_committed = restored.path
+        self.restored_loss = ((restored.metadata or {}).get("primus.train") or {}).get("loss")
+        if self.job.rank == 0:
+            print(f"primus.train: resumed at step {self.step} (epoch {self.ds.epoch}) from "
                   f"{restored.path}", file=sys.stderr, flush=True)
 
-    pending, pending_step, saved_step = None, None, resumed_from
-    metadata = {"primus.train": {"epochs": epochs, "global_batch_size": ds.global_batch_size,
-                                 "world_size": job.world_size}}
+    def save(self, at, blocking):
+        from . import checkpoint
 
-    def save(at, blocking):
-        nonlocal pending, pending_step, saved_step, last_committed
         # The loss of the step saved: a run that resumes at the end reports it as its final loss.
-        metadata["primus.train"]["loss"] = float(loss) if loss is not None else restored_loss
-        result = checkpoint.save(state(), at, epoch=ds.epoch, data_cursor=ds.state_dict(),
-                                 metadata=metadata, keep_last=keep_last, blocking=blocking)
-        saved_step = at
+        loss = self.loss
+        self.metadata["primus.train"]["loss"] = (float(loss) if loss is not None
+                                                 else self.restored_loss)
+        result = checkpoint.save(self.state(), at, epoch=self.ds.epoch,
+                                 data_cursor=self.ds.state_dict(), metadata=self.metadata,
+                                 keep_last=self.keep_last, blocking=blocking)
+        self.saved_step = at
         if blocking:
-            last_committed, pending, pending_step = result, None, None
+            self.last_committed, self.pending = result, None
         else:
-            pending, pending_step = result, at
+            self.pending = result
 
-    def commit():
-        nonlocal pending, pending_step, last_committed
-        if pending is not None:
-            last_committed = pending.wait()
-            pending, pending_step = None, None
+    def commit(self):
+        if self.pending is not None:
+            self.last_committed = self.pending.wait()
+            self.pending = None
 
-    loss, ran, started = None, 0, time.perf_counter()
-    window_start, window_steps = started, 0
-    stopped = False
-    for epoch in ds.epochs(epochs):
-        left = len(epoch)
-        batches = epoch if num_workers == 0 else ds.loader(
-            num_workers=num_workers, worker_init_fn=primus.worker_init_fn,
-            # A generator of its own: the DataLoader draws its workers' seed from it, not from
-            # torch's, whose state the checkpoint restores.
-            generator=torch.Generator().manual_seed(_seed_of(seed, ds.epoch)))
-        for batch in batches:
-            inputs, targets = _collate(batch, job.device)
-            net.train()
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(net(inputs), targets)
-            loss.backward()
-            optimizer.step()
-            left -= 1
-            if lr_scheduler is not None and (scheduler_interval == "step" or left == 0):
-                lr_scheduler.step()
-            step += 1
-            ran += 1
-            window_steps += 1
-            if on_step is not None:
-                on_step(StepInfo(step, epoch.epoch, loss.detach(), len(inputs)))
-            if log_every and step % log_every == 0:
-                now = time.perf_counter()
-                rate = window_steps * ds.global_batch_size / max(now - window_start, 1e-9)
-                primus.log(step, loss=float(loss), samples_per_second=rate)
-                window_start, window_steps = now, 0
-            if pending is not None and pending.committed():  # by should_stop() (below)
-                commit()
-            if checkpoint_every and step % checkpoint_every == 0:
-                save(step, blocking=False)
-            if primus.should_stop():
-                if saved_step != step:
-                    save(step, blocking=True)
-                commit()
-                stopped = True
-                break
+    def train_step(self, batch, epoch, left):
+        """One step on this rank's share of a global batch; `left`: the epoch's steps left after
+        it."""
+        inputs, targets = _collate(batch, self.job.device)
+        self.net.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss = loss = self.loss_fn(self.net(inputs), targets)
+        loss.backward()
+        self.optimizer.step()
+        if self.lr_scheduler is not None and (self.scheduler_interval == "step" or left == 0):
+            self.lr_scheduler.step()
+        self.step += 1
+        self.ran += 1
+        if self.on_step is not None:
+            self.on_step(StepInfo(self.step, epoch, loss.detach(), len(inputs)))
+
+    def epochs(self, count):
+        """The loop; True when it ended for a stop (every rank saved the same step)."""
+        import torch
+
+        import primus
+
+        ds = self.ds
+        self.started = time.perf_counter()
+        window_start, window_steps = self.started, 0
+        for epoch in ds.epochs(count):
+            left = len(epoch)
+            batches = epoch if self.num_workers == 0 else ds.loader(
+                num_workers=self.num_workers, worker_init_fn=primus.worker_init_fn,
+                # A generator of its own: the DataLoader draws its workers' seed from it, not
+                # from torch's, whose state the checkpoint restores.
+                generator=torch.Generator().manual_seed(_seed_of(self.seed, ds.epoch)))
+            for batch in batches:
+                left -= 1
+                self.train_step(batch, epoch.epoch, left)
+                step = self.step
+                window_steps += 1
+                if self.log_every and step % self.log_every == 0:
+                    now = time.perf_counter()
+                    rate = window_steps * ds.global_batch_size / max(now - window_start, 1e-9)
+                    primus.log(step, loss=float(self.loss), samples_per_second=rate)
+                    window_start, window_steps = now, 0
+                if self.pending is not None and self.pending.committed():  # by should_stop()
+                    self.commit()
+                if self.checkpoint_every and step % self.checkpoint_every == 0:
+                    self.save(step, blocking=False)
+                if primus.should_stop():
+                    if self.saved_step != step:
+                        self.save(step, blocking=True)
+                    self.commit()
+                    return True
+        return False
+
+    def finish(self, stopped, exit_on_stop):
+        """The last checkpoint committed and the result; SystemExit(EXIT_PREEMPTED) after a stop
+        unless exit_on_stop is False."""
+        import primus
+        from . import checkpoint
+
+        if not stopped and self.saved_step != self.step:
+            self.save(self.step, blocking=True)
+        self.commit()
+        checkpoint.release_staging()
+        elapsed = time.perf_counter() - self.started
+        final_loss = self.restored_loss if self.loss is None else float(self.loss)
+        rate = self.ran * self.ds.global_batch_size / elapsed if self.ran else 0.0
+        result = TrainResult(self.model, self.optimizer, self.lr_scheduler, self.step,
+                             self.ds.epoch, final_loss, rate, stopped, self.resumed_from,
+                             self.last_committed)
         if stopped:
-            break
-    if not stopped and saved_step != step:
-        save(step, blocking=True)
-    commit()
-    checkpoint.release_staging()
-    elapsed = time.perf_counter() - started
-    final_loss = restored_loss if loss is None else float(loss)
-    result = TrainResult(model, optimizer, lr_scheduler, step, ds.epoch, final_loss,
-                         ran * ds.global_batch_size / elapsed if ran else 0.0, stopped,
-                         resumed_from, last_committed)
-    if stopped:
-        if job.rank == 0:
-            print(f"primus.train: stopped at step {step}; checkpoint {last_committed}",
-                  file=sys.stderr, flush=True)
-        if exit_on_stop:
-            raise SystemExit(primus.EXIT_PREEMPTED)
-    return result
+            if self.job.rank == 0:
+                print(f"primus.train: stopped at step {self.step}; checkpoint "
+                      f"{self.last_committed}", file=sys.stderr, flush=True)
+            if exit_on_stop:
+                raise SystemExit(primus.EXIT_PREEMPTED)
+        return result

@@ -32,7 +32,7 @@ import warnings
 
 import numpy as np
 
-from . import _ckpt, _control, _env, _rng
+from . import _ckpt, _control, _env, _rng, _runtime, _saves
 from ._tree import STORAGE, PerRank, Shard, flatten, io_threads, unflatten
 
 __all__ = ["save", "load", "wait", "release_staging", "latest_step", "verify", "prune", "Shard", "PerRank",
@@ -44,7 +44,6 @@ CorruptCheckpoint = _ckpt.CorruptCheckpoint
 _TREE = "primus.tree"
 _META = "primus.meta"
 
-_in_flight = None  # at most one PendingSave per process
 # Rank 0's error from committing a save that should_stop() agreed on; the next should_stop()
 # (or save()) makes every rank raise it.
 _commit_failure = None
@@ -62,8 +61,6 @@ def _default_agree(world_size):
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
     if dist is None or not dist.is_available() or not dist.is_initialized():
-        from . import _runtime
-
         if _runtime.initialized():  # after primus.init(): agree through primus.comm
             return _runtime.agree
         raise CheckpointError(
@@ -120,7 +117,6 @@ class PendingSave:
         return self._finish(self._agree, confirm=True)
 
     def _finish(self, agree, confirm):
-        global _in_flight
         if self._done:
             if isinstance(self._result, BaseException):
                 raise self._result
@@ -128,8 +124,8 @@ class PendingSave:
         self._thread.join()
         self._done = True
         with _lock:
-            if _in_flight is self:
-                _in_flight = None
+            if _saves.in_flight is self:
+                _saves.in_flight = None
         try:
             self._result = self._commit(agree, self._error, confirm)
         except CommitFailure as failure:
@@ -146,7 +142,7 @@ def _vote_flags():
     (its file is not written yet), failed (writing it failed), commit_failed (rank 0: the last
     commit that should_stop() made failed)]. Their maximum over the ranks goes to
     _agreed()."""
-    pending = _in_flight
+    pending = _saves.in_flight
     writing = failed = 0
     if pending is not None and pending._by_should_stop:
         if pending.done():
@@ -159,8 +155,7 @@ def _vote_flags():
 def _awaits_agreement():
     """Whether a save waits for should_stop()'s agreement to commit it (the same on every rank:
     saves are collective, and so are their commits)."""
-    pending = _in_flight
-    return pending is not None and pending._by_should_stop
+    return _saves.awaits_agreement()
 
 
 def _agreed(writing, failed, commit_failed, subject):
@@ -176,13 +171,16 @@ def _agreed(writing, failed, commit_failed, subject):
         if error is None:
             error = CheckpointError("rank 0 could not commit the last checkpoint; see its error")
         raise error
-    pending = _in_flight
+    pending = _saves.in_flight
     if pending is None or pending is not subject or not pending._by_should_stop or writing:
         return
     try:
         pending._finish(lambda ok: not failed, confirm=False)
     except CommitFailure as failure:  # rank 0: the others learn of it at the next agreement
         _commit_failure = failure.error
+
+
+_saves.register(_vote_flags, _agreed)  # should_stop()'s agreement carries and commits a save
 
 
 class CommitFailure(Exception):
@@ -201,7 +199,7 @@ def release_staging():
 
 def wait():
     """Finishes the save in flight, if any (returns its directory, or None)."""
-    pending = _in_flight
+    pending = _saves.in_flight
     return pending.wait() if pending is not None else None
 
 
@@ -219,10 +217,10 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     compress: 0 (off, the default) or ISA-L igzip's level 1 to 3, stored as HDF5's standard
     deflate (h5py and h5dump read it). chunk_bytes: the target size of one HDF5 chunk.
     Returns the committed directory (blocking) or the PendingSave."""
-    global _in_flight, _saved, _commit_failure
+    global _saved, _commit_failure
     _saved = True
-    if _in_flight is not None:
-        _in_flight.wait()
+    if _saves.in_flight is not None:
+        _saves.in_flight.wait()
     by_should_stop = not blocking and agree is None and rank is None and world_size is None
     root = _env.checkpoint_dir(dir)
     rank, world_size = _env.rank_and_world(rank, world_size)
@@ -298,7 +296,7 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
         return commit(agree, error)
     pending = PendingSave(step, write, agree, commit, by_should_stop)
     with _lock:
-        _in_flight = pending
+        _saves.in_flight = pending
     _finish_at_exit_once()
     return pending
 
@@ -325,7 +323,7 @@ def _finish_at_exit():
     if _commit_failure is not None:
         print(f"primus.checkpoint: warning: the last commit failed: {_commit_failure}",
               file=sys.stderr)
-    pending = _in_flight
+    pending = _saves.in_flight
     if pending is None or pending.committed():
         return
     if getattr(sys, "last_value", None) is not None:  # set by the uncaught exception's report
@@ -396,8 +394,6 @@ def _load_resume_point(resume, rank, world_size, full_verify, restore_rng):
     """The job's resume point, loaded strictly, and (after primus.init(), above one rank) only
     once every rank has loaded it: a rank whose file fails its checksums makes every rank raise
     before any trains, so that no rank goes on from a state the others do not share."""
-    from . import _runtime
-
     agree = world_size > 1 and _runtime.initialized()
     try:
         root, step = _split_step_dir(resume)
@@ -477,19 +473,15 @@ def _resume_applies():
     """Whether load() with no arguments loads the resume point: until this process saves, the
     start of the job is what it loads (after init(): the point every rank agreed on; without
     init(): PRIMUS_RESUME when set); after a save, the newest checkpoint."""
-    from . import _runtime
-
     if _saved:
         return False
-    return _runtime.initialized() or bool(os.environ.get("PRIMUS_RESUME"))
+    return _runtime.initialized() or bool(_env.given("PRIMUS_RESUME"))
 
 
 def _resume_point():
-    from . import _runtime
-
     if _runtime.initialized():
         return _runtime.init(torch=False).resume
-    return os.environ.get("PRIMUS_RESUME") or None
+    return _env.given("PRIMUS_RESUME")
 
 
 def _split_step_dir(path):

@@ -45,62 +45,18 @@ import importlib.util
 import os
 
 from . import _control, _data, _env
+from . import _data_dynamic as _dynamic
+from . import _data_map as _map
+from . import _data_settings as _settings
 from ._data import DataError
 
 __all__ = ["Dataset", "DataError", "write_tfrecord"]
 
-_SHUFFLES = ("none", "records", "blocks")
-_TRUE = ("1", "yes", "true")
-_FALSE = ("0", "no", "false")
-_STATE_VERSION = 1
 
 if importlib.util.find_spec("torch") is not None:
     from torch.utils.data import IterableDataset as _Base
 else:  # pragma: no cover (torch is optional)
     _Base = object
-
-
-def _setting(value, variable, default=None):
-    """(value, where it came from): the argument, else the variable, else the default."""
-    if value is not None:
-        return value, None
-    text = os.environ.get(variable)
-    if text is not None and text != "":
-        return text, variable
-    return default, None
-
-
-def _integer(value, argument, variable, low, high):
-    name = variable or argument
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an integer, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = int(value, 10)
-        except ValueError:
-            raise ValueError(f"{name}: expected an integer from {low} to {high}, got "
-                             f"{value!r}") from None
-    if not isinstance(value, int):
-        raise TypeError(f"{name}: expected an integer, got {type(value).__name__}")
-    if not low <= value <= high:
-        raise ValueError(f"{name}: expected an integer from {low} to {high}, got {value}")
-    return value
-
-
-def _boolean(value, argument, variable):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
-    raise ValueError(f"{variable or argument}: expected True or False (1/yes/true or "
-                     f"0/no/false), got {value!r}")
-
-
-def _choice(value, argument, variable, choices):
-    if value not in choices:
-        raise ValueError(f"{variable or argument}: expected one of {', '.join(choices)}, got "
-                         f"{value!r}")
-    return value
 
 
 def write_tfrecord(path, records):
@@ -174,168 +130,6 @@ class _Epoch:
         return f"<primus.data epoch {self.epoch}>"
 
 
-class _Dynamic:
-    """The dynamic mode of a Dataset: splits (record ranges within files, the same cut on every
-    rank) handed out by primus-launch; this rank reads its batches from the splits it holds,
-    in order, asking for the next when one runs out. Progress is counted per split as batches
-    are yielded; at a checkpoint the splits go back to primus-launch with their progress."""
-
-    def __init__(self, ds):
-        self._ds = ds
-        self.batch = max(1, ds.global_batch_size // ds.world_size)
-        self.split_records = _data.default_split_records(ds.records, ds.world_size)
-        self._splits = None
-        self._reader = _data.Reader(ds._core)
-        self.epoch = 0
-        self.held = []          # [id, begin, end, done], in the order received
-        self.last_epoch = None  # n - 1 of epochs(n)
-        self.finished = []      # ids done and not reported yet
-        self.restored = None    # {"epoch", "done", "step"} from load_state_dict
-        self.opened = False
-
-    def splits(self):
-        if self._splits is None:
-            self._splits = _data.cut_splits(self._ds._core, self.split_records)
-        return self._splits
-
-    def meta(self):
-        ds = self._ds
-        return {"version": _STATE_VERSION, "mode": "dynamic", "format": ds.format,
-                "fingerprint": ds.fingerprint, "records": ds.records,
-                "split_records": self.split_records}
-
-    def _open(self):
-        if self.opened:
-            return
-        self.opened = True
-        if self._ds.rank == 0:
-            _control.data_send({"op": "open", "meta": self.meta(),
-                                "sizes": [end - begin for begin, end in self.splits()],
-                                "restored": self.restored})
-
-    def _next_split(self):
-        """A split of this epoch (appended to held), False at the epoch's end, None when a
-        checkpoint was ordered first."""
-        self._open()
-        finished = self.finished.pop(0) if self.finished else None
-        reply = _control.data_request({"op": "next", "epoch": self.epoch, "finished": finished},
-                                      interruptible=True)
-        if reply is None:
-            if finished is not None:
-                self.finished.insert(0, finished)  # the request was dropped: report it again
-            return None
-        if reply.get("op") == "epoch-done":
-            return False
-        split_id = reply["id"]
-        begin, end = self.splits()[split_id]
-        self.held.append([split_id, begin, end, reply["done"]])
-        return True
-
-    def next_batch(self):
-        """This rank's next batch of record numbers: [] when a checkpoint is due first; None at
-        the epoch's end."""
-        ids = []
-        while len(ids) < self.batch:
-            if not self.held:
-                if _control.data_order() is not None:
-                    break
-                got = self._next_split()
-                if not got:
-                    if got is False and not ids:
-                        return None
-                    break
-                continue
-            split = self.held[0]
-            take = min(self.batch - len(ids), split[2] - split[1] - split[3])
-            start = split[1] + split[3]
-            ids.extend(range(start, start + take))
-            split[3] += take
-            if split[1] + split[3] >= split[2]:
-                self.finished.append(split[0])
-                self.held.pop(0)
-        return ids
-
-    def epochs(self, n):
-        self.last_epoch = n - 1
-        while self.epoch < n:
-            yield _DynamicEpoch(self, self.epoch)
-            self.epoch += 1
-
-    def leave(self):
-        """At the end of the last epoch: True once every rank is there (no checkpoint can be
-        ordered any more, so this rank may go); False when a checkpoint was ordered first."""
-        self._open()
-        reply = _control.data_request({"op": "leave"}, interruptible=True)
-        return reply is not None and reply.get("op") == "left"
-
-    def read(self, ids):
-        return self._ds._decoded(self._reader.read(ids))
-
-    def state_dict(self):
-        order = _control.data_order()
-        if order is None:
-            raise RuntimeError("in the dynamic mode the data cursor is taken when primus-launch "
-                               "orders a checkpoint: save when ds.checkpoint_due() names a step")
-        self._open()
-        held = [[s[0], s[3]] for s in self.held] + \
-            [[i, self.splits()[i][1] - self.splits()[i][0]] for i in self.finished]
-        reply = _control.data_request({"op": "release", "step": order["step"], "held": held})
-        if reply.get("op") != "table":
-            raise RuntimeError(f"primus-launch answered a release with {reply.get('op')!r}")
-        self.held, self.finished = [], []
-        _control.data_order_done(bool(reply.get("stop")))
-        return dict(reply["cursor"])
-
-    def load_state_dict(self, state):
-        ds = self._ds
-        for key in ("fingerprint", "records"):
-            if state.get(key) != getattr(ds, key):
-                raise ValueError(f"load_state_dict: the dataset (--primus-data): the cursor was "
-                                 f"saved with {key} {state.get(key)!r}, this run has "
-                                 f"{getattr(ds, key)!r}")
-        self.split_records = int(state["split_records"])
-        self._splits = None
-        if len(state["done"]) != len(self.splits()):
-            raise ValueError("load_state_dict: the cursor's splits do not match the dataset")
-        self.epoch = int(state["epoch"])
-        self.restored = {"epoch": self.epoch, "done": list(state["done"]),
-                         "step": int(state["step"])}
-
-
-class _DynamicEpoch:
-    """One epoch in the dynamic mode: batches of this rank's splits until every split of the
-    epoch is done; [] when a checkpoint is due and this rank has nothing in hand."""
-
-    def __init__(self, dynamic, epoch):
-        self._dynamic = dynamic
-        self.epoch = epoch
-        self._over = False
-
-    def __len__(self):
-        raise TypeError("len() of an epoch: the number of steps is not known in dynamic mode")
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._over or self._dynamic.epoch != self.epoch:
-            raise StopIteration
-        ids = self._dynamic.next_batch()
-        if ids is None:
-            # The last epoch ends for every rank at once: another rank may still order a
-            # checkpoint, whose save needs this one.
-            if self.epoch == self._dynamic.last_epoch and not self._dynamic.leave():
-                return []
-            self._over = True
-            raise StopIteration
-        self.last_ids = ids
-        _control.add_samples(len(ids))
-        return self._dynamic.read(ids) if ids else []
-
-    def __repr__(self):
-        return f"<primus.data epoch {self.epoch} (dynamic)>"
-
-
 class _WorkerView(_Base):
     """What ds.loader() hands to torch's workers: the epoch from the cursor at the start of the
     iteration; worker w of n reads batches start+w, start+w+n, ..."""
@@ -360,43 +154,6 @@ class _WorkerView(_Base):
             yield self._ds._decoded(plan.read_share(step, self._ds.rank, step + workers))
 
 
-def _is_map_style(source):
-    """A torch map-style dataset (or any sequence of samples): len() and [i], not a path."""
-    return (not isinstance(source, (str, bytes, os.PathLike)) and hasattr(source, "__len__")
-            and hasattr(source, "__getitem__"))
-
-
-class _MapCore:
-    """What a Dataset over a map-style source knows of it in place of files: its length, and a
-    fingerprint (the source's class and length) that a cursor must match."""
-
-    format = "map"
-    record_size = 0
-    files = ()
-
-    def __init__(self, source):
-        self.source = source
-        self.records = len(source)
-        kind = type(source)
-        self.fingerprint = f"map:{kind.__module__}.{kind.__qualname__}:{self.records}"
-
-
-class _MapPlan:
-    """An epoch's plan over a map-style source: the ids of each share, and its samples."""
-
-    def __init__(self, core, plan):
-        self._source = core.source
-        self._plan = plan
-        self.steps = plan.steps
-        self.used_records = plan.used_records
-        self.step_at = plan.step_at
-        self.consumed_after = plan.consumed_after
-        self.share = plan.share
-
-    def read_share(self, step, rank, prefetch=-1):  # noqa: ARG002 (nothing to announce)
-        return [self._source[int(i)] for i in self._plan.share(step, rank)]
-
-
 class Dataset(_Base):
     """This rank's reader of a dataset. Arguments left None come from the PRIMUS_* settings
     (--primus-data, --primus-data-format, --primus-global-batch-size, --primus-seed,
@@ -416,49 +173,49 @@ class Dataset(_Base):
     def __init__(self, spec=None, *, format=None, global_batch_size=None, seed=None, shuffle=None,
                  shuffle_block=None, drop_last=None, mode=None, decode=None):
         super().__init__()
-        source = spec if _is_map_style(spec) else None
+        source = spec if _map.is_map_style(spec) else None
         if source is None:
-            spec, _ = _setting(spec, "PRIMUS_DATA")
+            spec, _ = _settings.setting(spec, "PRIMUS_DATA")
             if spec is None:
                 raise ValueError("no dataset: pass spec=... or run with --primus-data=SPEC "
                                  "(PRIMUS_DATA)")
             spec = os.fspath(spec)
-        fmt, fmt_from = _setting(format, "PRIMUS_DATA_FORMAT", "tfrecord")
-        mode, mode_from = _setting(mode, "PRIMUS_DATA_MODE", "static")
-        self.mode = _choice(mode, "mode", mode_from, ("static", "dynamic"))
+        fmt, fmt_from = _settings.setting(format, "PRIMUS_DATA_FORMAT", "tfrecord")
+        mode, mode_from = _settings.setting(mode, "PRIMUS_DATA_MODE", "static")
+        self.mode = _settings.choice(mode, "mode", mode_from, ("static", "dynamic"))
         if source is not None and self.mode != "static":
             raise ValueError(f"{mode_from or 'mode'}: a map-style dataset has the static split "
                              "only (the dynamic mode hands out splits of files)")
-        batch, batch_from = _setting(global_batch_size, "PRIMUS_GLOBAL_BATCH_SIZE")
+        batch, batch_from = _settings.setting(global_batch_size, "PRIMUS_GLOBAL_BATCH_SIZE")
         if batch is None and self.mode == "static":
             raise ValueError("no global batch size: pass global_batch_size=... or run with "
                              "--primus-global-batch-size=N (PRIMUS_GLOBAL_BATCH_SIZE)")
-        self.global_batch_size = None if batch is None else _integer(
+        self.global_batch_size = None if batch is None else _settings.integer(
             batch, "global_batch_size", batch_from, 1, 1 << 40)
-        seed, seed_from = _setting(seed, "PRIMUS_SEED", 0)
-        self.seed = _integer(seed, "seed", seed_from, 0, (1 << 64) - 1)
-        shuffle, shuffle_from = _setting(shuffle, "PRIMUS_SHUFFLE", "records")
-        self.shuffle = _choice(shuffle, "shuffle", shuffle_from, _SHUFFLES)
-        block, block_from = _setting(shuffle_block, "PRIMUS_SHUFFLE_BLOCK", 1024)
-        self.shuffle_block = _integer(block, "shuffle_block", block_from, 1, 1 << 40)
-        drop, drop_from = _setting(drop_last, "PRIMUS_DROP_LAST", False)
-        self._drop_last = _boolean(drop, "drop_last", drop_from)
+        seed, seed_from = _settings.setting(seed, "PRIMUS_SEED", 0)
+        self.seed = _settings.integer(seed, "seed", seed_from, 0, (1 << 64) - 1)
+        shuffle, shuffle_from = _settings.setting(shuffle, "PRIMUS_SHUFFLE", "records")
+        self.shuffle = _settings.choice(shuffle, "shuffle", shuffle_from, _settings.SHUFFLES)
+        block, block_from = _settings.setting(shuffle_block, "PRIMUS_SHUFFLE_BLOCK", 1024)
+        self.shuffle_block = _settings.integer(block, "shuffle_block", block_from, 1, 1 << 40)
+        drop, drop_from = _settings.setting(drop_last, "PRIMUS_DROP_LAST", False)
+        self._drop_last = _settings.boolean(drop, "drop_last", drop_from)
         # Whether drop_last was chosen (argument or PRIMUS_DROP_LAST), not defaulted:
         # primus.train drops the last global batch unless somebody chose otherwise.
         self.drop_last_chosen = drop_last is not None or drop_from is not None
         if decode is not None and not callable(decode):
             raise TypeError(f"decode: expected a callable, got {type(decode).__name__}")
         self._decode = decode
-        if self.mode == "dynamic" and not os.environ.get("PRIMUS_CONTROL"):
+        if self.mode == "dynamic" and not _env.given("PRIMUS_CONTROL"):
             raise ValueError("--primus-data-mode=dynamic needs primus-launch, which hands out "
                              "the splits over its control channel (PRIMUS_CONTROL is not set); "
                              "run the job under primus-launch, or use the static split")
         self.rank, self.world_size = _env.rank_and_world()
         if source is not None:
-            self._core = _MapCore(source)
+            self._core = _map.MapCore(source)
             spec = f"<{type(source).__name__} of {self._core.records}>"
         else:
-            what = "spec" if os.environ.get("PRIMUS_DATA") != spec else "--primus-data"
+            what = "spec" if _env.given("PRIMUS_DATA") != spec else "--primus-data"
             if fmt_from is not None and not isinstance(fmt, str):
                 raise TypeError("format: expected a string")
             self._core = _data.Dataset(spec, fmt if isinstance(fmt, str) else str(fmt),
@@ -469,7 +226,7 @@ class Dataset(_Base):
         self._consumed = 0
         self._last_step = None
         self._plans = {}
-        self._dynamic = _Dynamic(self) if self.mode == "dynamic" else None
+        self._dynamic = _dynamic.Dynamic(self) if self.mode == "dynamic" else None
 
     # What the dataset is.
     @property
@@ -479,7 +236,7 @@ class Dataset(_Base):
 
     @drop_last.setter
     def drop_last(self, value):
-        value = _boolean(value, "drop_last", None)
+        value = _settings.boolean(value, "drop_last", None)
         if value != self._drop_last:
             if self._epoch != 0 or self._consumed != 0:
                 raise ValueError("drop_last: set it before reading or loading a cursor (it "
@@ -515,8 +272,8 @@ class Dataset(_Base):
     def _plan(self, epoch):
         plan = self._plans.get(epoch)
         if plan is None:
-            if isinstance(self._core, _MapCore):
-                plan = _MapPlan(self._core, _data.IndexPlan(
+            if isinstance(self._core, _map.MapCore):
+                plan = _map.MapPlan(self._core, _data.IndexPlan(
                     self._core.records, self._core.fingerprint, self.global_batch_size,
                     self.shuffle, self.shuffle_block, self.seed, self.drop_last, epoch,
                     self.world_size))
@@ -547,7 +304,7 @@ class Dataset(_Base):
     def epochs(self, n):
         """Yields the epochs from the cursor's up to n - 1 (n is absolute: a job resumed in
         epoch 3 of epochs(10) gets epochs 3 to 9). Iterate each one it yields."""
-        n = _integer(n, "n", None, 0, (1 << 63) - 1)
+        n = _settings.integer(n, "n", None, 0, (1 << 63) - 1)
         if self._dynamic is not None:
             yield from self._dynamic.epochs(n)
             return
@@ -652,8 +409,8 @@ class Dataset(_Base):
         if self._dynamic is not None:
             return self._dynamic.state_dict()
         self._normalize()
-        state = {"version": _STATE_VERSION, "epoch": self._epoch, "consumed": self._consumed,
-                 "format": self.format, "mode": self.mode}
+        state = {"version": _dynamic.STATE_VERSION, "epoch": self._epoch,
+                 "consumed": self._consumed, "format": self.format, "mode": self.mode}
         state.update(self._settings())
         return state
 
@@ -675,17 +432,17 @@ class Dataset(_Base):
                    if key not in state]
         if missing:
             raise ValueError(f"load_state_dict: not a primus.data cursor (no {', '.join(missing)})")
-        if state["version"] != _STATE_VERSION:
+        if state["version"] != _dynamic.STATE_VERSION:
             raise ValueError(f"load_state_dict: a cursor of version {state['version']}; this "
-                             f"primus.data reads version {_STATE_VERSION}")
+                             f"primus.data reads version {_dynamic.STATE_VERSION}")
         if state.get("mode", "static") != self.mode:
             raise ValueError(f"load_state_dict: the data mode (--primus-data-mode): the cursor "
                              f"was saved in {state.get('mode')} mode, this run is {self.mode}")
         mismatch = _data.cursor_mismatch(state, self._settings())
         if mismatch is not None:
             raise ValueError(f"load_state_dict: {mismatch}")
-        epoch = _integer(state["epoch"], "epoch", None, 0, (1 << 63) - 1)
-        consumed = _integer(state["consumed"], "consumed", None, 0, (1 << 63) - 1)
+        epoch = _settings.integer(state["epoch"], "epoch", None, 0, (1 << 63) - 1)
+        consumed = _settings.integer(state["consumed"], "consumed", None, 0, (1 << 63) - 1)
         self._plan(epoch).step_at(consumed)  # a position inside a global batch is refused
         self._epoch, self._consumed = epoch, consumed
         self._normalize()

@@ -3,6 +3,8 @@ import time
 
 import pytest
 
+from primus import _env
+
 
 RANK_DEADLINE = 120  # seconds for every rank of run_ranks to finish: a hang guard only
 
@@ -54,3 +56,24 @@ def run_ranks(world_size, body, deadline=RANK_DEADLINE):
 @pytest.fixture
 def ranks():
     return run_ranks
+
+
+@pytest.fixture(autouse=True)
+def environment_read_again(monkeypatch):
+    """primus reads its variables once (primus._env): each test starts from the environment
+    as it is, and a variable a test sets or removes with monkeypatch is read again at once."""
+    _env.reread()
+    set_variable, remove_variable = monkeypatch.setenv, monkeypatch.delenv
+
+    def setenv(name, value, prepend=None):
+        set_variable(name, value, prepend)
+        _env.reread()
+
+    def delenv(name, raising=True):
+        remove_variable(name, raising)
+        _env.reread()
+
+    monkeypatch.setenv, monkeypatch.delenv = setenv, delenv
+    yield
+    monkeypatch.undo()
+    _env.reread()

@@ -11,16 +11,16 @@
 #include <string>
 #include <thread>
 
-#include "control_protocol.hpp"
-#include "control_server.hpp"
-#include "outcome.hpp"
+#include "control/control_protocol.hpp"
+#include "control/control_server.hpp"
+#include "monitor/status.hpp"
+#include "monitor/status_view.hpp"
 #include "primus/collectives/control.hpp"
 #include "primus/collectives/error.hpp"
 #include "primus/common/error.hpp"
 #include "primus/os/job_secret.hpp"
-#include "slurm_queries.hpp"
-#include "status.hpp"
-#include "status_view.hpp"
+#include "slurm/slurm_queries.hpp"
+#include "supervise/outcome.hpp"
 
 namespace primus::launch {
 namespace {

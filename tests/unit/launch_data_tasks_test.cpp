@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "data_tasks.hpp"
+#include "control/data_tasks.hpp"
 
 namespace primus::launch {
 namespace {

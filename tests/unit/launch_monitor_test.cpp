@@ -5,13 +5,13 @@
 #include <cmath>
 #include <string>
 
-#include "control_protocol.hpp"
-#include "metrics_server.hpp"
-#include "monitor.hpp"
-#include "prometheus_text.hpp"
-#include "slurm_queries.hpp"
-#include "status_view.hpp"
-#include "stragglers.hpp"
+#include "control/control_protocol.hpp"
+#include "monitor/metrics_server.hpp"
+#include "monitor/monitor.hpp"
+#include "monitor/prometheus_text.hpp"
+#include "monitor/status_view.hpp"
+#include "monitor/stragglers.hpp"
+#include "slurm/slurm_queries.hpp"
 
 namespace primus::launch {
 namespace {

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "node_exclusions.hpp"
-#include "placement.hpp"
-#include "slurm_queries.hpp"
+#include "slurm/node_exclusions.hpp"
+#include "slurm/placement.hpp"
+#include "slurm/slurm_queries.hpp"
 
 namespace primus::launch {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "policy.hpp"
+#include "supervise/policy.hpp"
 
 namespace primus::launch {
 namespace {
@@ -138,6 +138,20 @@ const std::vector<Row>& rows() {
        3,
        Verdict::kFailed,
        3,
+       "",
+       {},
+       ""},
+      {"one machine: a hung rank or a hardware error excludes no node",
+       [](JobSituation&, AttemptFacts& f) {
+         f.hung = 2;
+         f.nodes = two_per_node(4);
+         f.exceptions = {{1, "RuntimeError: CUDA error: uncorrectable ECC error encountered"}};
+         f.ends = {exited(0, 143, true, true), killed(2, SIGKILL, true, true)};
+       },
+       Next::kRestart,
+       0,
+       Verdict::kFailed,
+       2,
        "",
        {},
        ""},

@@ -10,16 +10,16 @@
 #include <csignal>
 #include <fstream>
 
-#include "command_path.hpp"
-#include "events.hpp"
-#include "hang_watch.hpp"
-#include "job_dir.hpp"
-#include "outcome.hpp"
+#include "cli/command_path.hpp"
 #include "primus/common/error.hpp"
-#include "resume.hpp"
-#include "slurm_attempt.hpp"
-#include "slurm_queries.hpp"
-#include "step_layout.hpp"
+#include "slurm/slurm_attempt.hpp"
+#include "slurm/slurm_queries.hpp"
+#include "slurm/step_layout.hpp"
+#include "supervise/events.hpp"
+#include "supervise/hang_watch.hpp"
+#include "supervise/job_dir.hpp"
+#include "supervise/outcome.hpp"
+#include "supervise/resume.hpp"
 
 namespace primus::launch {
 namespace {

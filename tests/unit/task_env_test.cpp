@@ -163,6 +163,9 @@ TEST(OneMachineEnvironment, EveryRankOnLocalhost) {
     EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
     if (rank == 0) master_port = env.at("MASTER_PORT");
     EXPECT_EQ(env.at("MASTER_PORT"), master_port);
+    // The job directory primus-launch --nproc uses: the same command here resumes.
+    EXPECT_EQ(env.at("PRIMUS_JOB_DIR"), "/w/primus-local");
+    EXPECT_EQ(env.at("PRIMUS_CKPT_DIR"), "/w/primus-local/ckpt");
   }
 }
 

@@ -2,7 +2,7 @@
 // they prove it (docs/architecture.md, "The launcher and its control channel"). primus-launch
 // listens at PRIMUS_CONTROL; every rank, and every task wrapper of srun, connects there with the
 // job secret's handshake (the same as the collectives', for purpose "control"); after it, both
-// ends exchange JSON lines (launcher/control_protocol.hpp).
+// ends exchange JSON lines (launcher/control/control_protocol.hpp).
 #pragma once
 
 #include <chrono>

@@ -52,7 +52,8 @@ struct RankEnvInput {
   StepPorts ports;
   std::string job_id;  // PRIMUS_JOB_ID
   std::uint32_t restart_count = 0;
-  std::string submit_dir;  // absolute; default job dir lives there
+  std::string submit_dir;    // absolute; default job dir lives there
+  bool one_machine = false;  // primus-launch --nproc: the default job dir is ./primus-local
   Bootstrap bootstrap = Bootstrap::kTcp;
   std::string job_secret;
   std::optional<std::uint32_t> cpus_per_rank;       // sets OMP_NUM_THREADS ...
@@ -65,10 +66,16 @@ struct RankEnvInput {
 // formed (TF_CONFIG over kMaxEnvStringBytes, missing input).
 EnvList rank_environment(const RankEnvInput& input);
 
+// The job directory's name when none is given (--primus-job-dir, PRIMUS_JOB_DIR): primus-JOBID
+// under Slurm, primus-local on one machine, so that the same command in the same directory
+// resumes. The one place that says so (python/primus/_env.py's job_directories() says it once
+// more for a plain `python script.py`).
+std::string default_job_dir_name(const std::string& job_id, bool one_machine);
+
 // PRIMUS_JOB_DIR and PRIMUS_CKPT_DIR from the options (relative paths are taken from
 // submit_dir) or their defaults.
 std::string resolve_job_dir(const ResolvedOptions& options, const std::string& submit_dir,
-                            const std::string& job_id);
+                            const std::string& job_id, bool one_machine = false);
 std::string resolve_ckpt_dir(const ResolvedOptions& options, const std::string& submit_dir,
                              const std::string& job_dir);
 

@@ -1,0 +1,221 @@
+#include "control/task_wrapper.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "cli/command_path.hpp"
+#include "control/control_protocol.hpp"
+#include "primus/collectives/control.hpp"
+#include "primus/common/error.hpp"
+#include "primus/common/parse_number.hpp"
+#include "process/rank_process.hpp"
+#include "supervise/job_dir.hpp"
+#include "supervise/outcome.hpp"
+
+extern char** environ;
+
+namespace primus::launch {
+namespace {
+
+std::string variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+std::uint32_t number_variable(const char* name, const char* fallback) {
+  std::string text = variable(name);
+  if (text.empty() && fallback != nullptr) text = variable(fallback);
+  const auto n = parse_unsigned(text, 1U << 30);
+  if (!n) {
+    throw Error(std::string(name) + ": expected a number in the task's environment, got '" + text +
+                "' (is primus.so in the plugstack?)");
+  }
+  return static_cast<std::uint32_t>(*n);
+}
+
+// The children of this process (its rank, and orphans it adopted as a subreaper).
+std::set<pid_t> children() {
+  std::set<pid_t> out;
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (tasks == nullptr) return out;
+  while (const dirent* entry = ::readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + entry->d_name + "/children");
+    for (pid_t pid = 0; in >> pid;)
+      out.insert(pid);
+  }
+  ::closedir(tasks);
+  return out;
+}
+
+// Kills everything the rank left behind: each child, and the children those leave to us.
+void kill_leftovers() {
+  for (int round = 0; round < 200; ++round) {
+    for (int status = 0; ::waitpid(-1, &status, WNOHANG) > 0;) {
+    }
+    const std::set<pid_t> left = children();
+    if (left.empty()) return;
+    for (const pid_t pid : left)
+      ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// Ends this process the way the rank ended.
+[[noreturn]] void end_like(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    ::raise(sig);
+  }
+  std::exit(exit_code(wait_status));
+}
+
+os::UniqueFd connect_to_launcher(std::uint32_t rank, std::uint32_t attempt) {
+  const std::string address = variable("PRIMUS_CONTROL");
+  if (address.empty()) return {};
+  try {
+    os::UniqueFd fd =
+        coll::connect_control(address, variable("PRIMUS_JOB_SECRET"),
+                              rank | coll::kControlWrapperBit, std::chrono::seconds(30));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    std::string node = variable("SLURMD_NODENAME");
+    if (node.empty()) node = host;
+    const std::string step = variable("SLURM_JOB_ID") + "." + variable("SLURM_STEP_ID");
+    const std::string hello = wrapper_hello_line(attempt, node, ::getpid(), step);
+    write_all(fd.get(), hello.data(), hello.size());
+    return fd;
+  } catch (const std::exception& e) {
+    std::cerr << "primus-task: rank " << rank << " cannot report to primus-launch (" << e.what()
+              << "); it is supervised by its exit status only\n";
+    return {};
+  }
+}
+
+}  // namespace
+
+int run_task_wrapper(const std::vector<std::string>& command) {
+  if (command.empty()) throw Error("primus-task: no command after --");
+  const std::string log_dir = variable("PRIMUS_LAUNCH_LOG_DIR");
+  if (log_dir.empty()) {
+    throw Error(
+        "primus-task: runs as a task of the srun step that primus-launch starts "
+        "(PRIMUS_LAUNCH_LOG_DIR is not set)");
+  }
+  if (variable("PRIMUS_ENV_VERSION").empty()) {
+    // Without the plugin every rank would run as a world of one, each training alone.
+    throw Error(
+        "primus-task: this task has no rank environment (PRIMUS_ENV_VERSION is not set): "
+        "the Primus SPANK plugin (primus.so) is not in this cluster's plugstack, or the step ran "
+        "with --primus=none; see spank-primus(8)");
+  }
+  const std::uint32_t rank = number_variable("RANK", "SLURM_PROCID");
+  const std::uint32_t attempt = number_variable("PRIMUS_LAUNCH_RESTARTS", nullptr);
+
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  for (const int sig : kStopSignals)
+    sigaddset(&set, sig);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  const os::UniqueFd signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
+
+  RankSpawn spawn;
+  spawn.number = rank;
+  const ResolvedCommand resolved = resolve_command(command.front(), std::getenv("PATH"));
+  spawn.executable = resolved.status == 0 ? resolved.path : command.front();
+  spawn.argv = command;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    if (text.rfind("PRIMUS_LAUNCH_LOG_DIR=", 0) == 0) continue;
+    spawn.env.push_back(text);
+  }
+  spawn.log = std::filesystem::path(log_dir) / rank_log_name(rank);
+  spawn.own_group = false;
+  RankProcess process = spawn_rank(spawn);
+  // After the rank has started, so that its start does not wait for the handshake; what it
+  // writes meanwhile waits in its pipe.
+  os::UniqueFd control = connect_to_launcher(rank, attempt);
+
+  int wait_status = 0;
+  bool signal_reported = false;
+  while (process.running) {
+    pollfd fds[2] = {{signals.get(), POLLIN, 0}, {process.output.get(), POLLIN, 0}};
+    const nfds_t count = process.output ? 2 : 1;
+    if (::poll(fds, count, -1) < 0 && errno != EINTR) break;
+    if (count == 2 && fds[1].revents != 0) pump_output(process, false);
+    signalfd_siginfo info{};
+    while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      // slurmstepd, the parent, signals every process of the step, the rank included. A stop
+      // signal from anyone else (kill of this task's pid) was meant for the rank: pass it on.
+      if (sig == SIGCHLD) continue;
+      if (static_cast<pid_t>(info.ssi_pid) != ::getppid()) {
+        ::kill(process.pid, sig);
+      } else if (control && !signal_reported) {
+        signal_reported = true;
+        const char* abbrev = sigabbrev_np(sig);
+        const std::string line = wrapper_signal_line(abbrev != nullptr ? std::string("SIG") + abbrev
+                                                                       : std::to_string(sig));
+        write_all(control.get(), line.data(), line.size());
+      }
+    }
+    for (int status = 0;;) {
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      if (pid == process.pid) {
+        process.running = false;
+        wait_status = status;
+      }
+    }
+  }
+  // Whatever the rank left running goes; then the rest of its output.
+  kill_leftovers();
+  while (process.output) {
+    pollfd fd{process.output.get(), POLLIN, 0};
+    if (::poll(&fd, 1, 2000) <= 0) {
+      end_output(process, false);
+      break;
+    }
+    pump_output(process, false);
+  }
+  if (control) {
+    const std::string line = wrapper_exit_line(wait_status);
+    // The kernel delivers it after this process is gone (the launcher sends nothing on this
+    // connection, so the close is an orderly one); the launcher waits a few seconds after srun
+    // ends for reports still on their way. Not waiting here for the launcher to read it saves
+    // every task a round trip through the launcher's loop at the end of each step.
+    write_all(control.get(), line.data(), line.size());
+    ::shutdown(control.get(), SHUT_WR);
+  }
+  end_like(wait_status);
+}
+
+}  // namespace primus::launch

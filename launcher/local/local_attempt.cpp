@@ -1,0 +1,262 @@
+// The attempt runner on this machine (local_attempt.hpp).
+#include "local/local_attempt.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+
+#include "primus/common/error.hpp"
+#include "primus/os/unique_fd.hpp"
+#include "process/rank_process.hpp"
+#include "supervise/job_dir.hpp"
+#include "supervise/rank_reports.hpp"
+
+namespace primus::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+sigset_t launcher_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  for (const int sig : kStopSignals)
+    sigaddset(&set, sig);
+  return set;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// One attempt's ranks on this machine, from their start to the last byte of their output.
+class LocalAttempt {
+ public:
+  LocalAttempt(const RunnerSettings& settings, const AttemptContext& context, Reaper& reaper)
+      : settings_(settings), reaper_(reaper), reports_(context) {}
+
+  void start(const LocalCommand& command, const AttemptPlan& plan,
+             const std::vector<std::vector<std::string>>& envs);
+  // Until every rank has ended: output, reports, signals, the hang watch, the deadlines.
+  void supervise(int signals);
+  // Every group killed, what is left of the output copied, the last reports read.
+  AttemptReport finish();
+
+ private:
+  bool any_running() const {
+    return std::any_of(ranks_.begin(), ranks_.end(),
+                       [](const RankProcess& r) { return r.running; });
+  }
+  void signal_all(int sig) {
+    for (const RankProcess& rank : ranks_) {
+      if (rank.running) ::kill(-rank.pid, sig);
+    }
+  }
+  void act(RankAction action);
+  void forward_stop(int sig, const std::string& source, bool user_stop);
+  void read_signals(int signals);
+  void reap();
+  void every_second();
+  void take_reports();
+
+  const RunnerSettings& settings_;
+  Reaper& reaper_;
+  RankReports reports_;
+  std::vector<RankProcess> ranks_;
+  Clock::time_point kill_at_ = Clock::time_point::max();
+  Clock::time_point stop_deadline_ = Clock::time_point::max();
+  Clock::time_point next_check_ = Clock::now() + std::chrono::seconds(1);
+};
+
+void LocalAttempt::start(const LocalCommand& command, const AttemptPlan& plan,
+                         const std::vector<std::vector<std::string>>& envs) {
+  ranks_.reserve(envs.size());
+  for (std::uint32_t r = 0; r < envs.size(); ++r) {
+    RankSpawn spawn;
+    spawn.number = r;
+    spawn.executable = command.executable;
+    spawn.argv = command.argv;
+    spawn.env = envs[r];
+    spawn.log = plan.log_dir / rank_log_name(r);
+    ranks_.push_back(spawn_rank(spawn));
+    reaper_.watch(ranks_.back().pid);
+  }
+}
+
+void LocalAttempt::act(RankAction action) {
+  if (action == RankAction::kEndForFailure) {
+    signal_all(SIGTERM);
+    kill_at_ = Clock::now() + settings_.grace;
+  } else if (action == RankAction::kEndNow) {
+    kill_at_ = Clock::now();
+  }
+}
+
+void LocalAttempt::forward_stop(int sig, const std::string& source, bool user_stop) {
+  reports_.stop_forwarded(source, signal_name(sig), user_stop);
+  signal_all(sig);
+  stop_deadline_ = Clock::now() + settings_.stop_grace;
+  kill_at_ = stop_deadline_;
+}
+
+void LocalAttempt::read_signals(int signals) {
+  signalfd_siginfo info{};
+  while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) continue;  // reaped below
+    if (!reports_.stopping()) {
+      forward_stop(sig, signal_name(sig) + " to primus-launch", false);
+    } else if (sig == SIGINT || sig == SIGTERM) {
+      signal_all(SIGKILL);  // asked twice: no more waiting
+    }
+  }
+}
+
+void LocalAttempt::reap() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    const auto it = std::find_if(ranks_.begin(), ranks_.end(),
+                                 [&](const RankProcess& rank) { return rank.pid == pid; });
+    if (it == ranks_.end()) continue;  // the orphan guard, or a rank's orphan (subreaper)
+    it->running = false;
+    if (settings_.monitor != nullptr) settings_.monitor->rank_ended(it->number, status);
+    act(reports_.rank_ended(it->number, status));
+  }
+}
+
+void LocalAttempt::every_second() {
+  next_check_ = Clock::now() + std::chrono::seconds(1);
+  std::error_code error;
+  if (!reports_.stopping() && std::filesystem::exists(settings_.stop_request, error)) {
+    std::filesystem::remove(settings_.stop_request, error);
+    forward_stop(SIGTERM, "primus-launch stop", true);
+  }
+  if (settings_.hang_timeout && reports_.check_hang(Clock::now(), *settings_.hang_timeout)) {
+    act(RankAction::kEndForFailure);
+  }
+}
+
+void LocalAttempt::take_reports() {
+  if (settings_.control == nullptr) return;
+  for (const Report& r : settings_.control->take())
+    act(reports_.handle(r));
+}
+
+void LocalAttempt::supervise(int signals) {
+  while (any_running()) {
+    std::vector<pollfd> fds;
+    std::vector<RankProcess*> polled;
+    fds.push_back({signals, POLLIN, 0});
+    if (settings_.control != nullptr) fds.push_back({settings_.control->fd(), POLLIN, 0});
+    const std::size_t first_rank_fd = fds.size();
+    for (RankProcess& rank : ranks_) {
+      if (!rank.output) continue;
+      fds.push_back({rank.output.get(), POLLIN, 0});
+      polled.push_back(&rank);
+    }
+    const auto wake = std::min(next_check_, kill_at_);
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(0, wait)));
+    if (ready < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
+    for (std::size_t i = 0; ready > 0 && i < polled.size(); ++i) {
+      if (fds[i + first_rank_fd].revents != 0) pump_output(*polled[i], settings_.label);
+    }
+    take_reports();
+    if (ready > 0 && fds[0].revents != 0) read_signals(signals);
+    reap();
+    if (settings_.monitor != nullptr) settings_.monitor->tick();
+    if (Clock::now() >= next_check_) every_second();
+    if (Clock::now() >= kill_at_) {
+      const bool late = reports_.report().stop_forwarded && !reports_.stopping_for_failure() &&
+                        Clock::now() >= stop_deadline_;
+      if (late && any_running()) {
+        std::cerr << "primus-launch: the ranks did not stop within "
+                  << std::chrono::duration_cast<std::chrono::seconds>(settings_.stop_grace).count()
+                  << " s of the stop (--primus-stop-grace): killing them\n";
+      }
+      signal_all(SIGKILL);
+      kill_at_ = Clock::time_point::max();
+    }
+  }
+}
+
+AttemptReport LocalAttempt::finish() {
+  for (const RankProcess& rank : ranks_) {
+    ::kill(-rank.pid, SIGKILL);
+    reaper_.forget(rank.pid);
+  }
+  const auto drain_until = Clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<RankProcess*> polled;
+    for (RankProcess& rank : ranks_) {
+      if (!rank.output) continue;
+      fds.push_back({rank.output.get(), POLLIN, 0});
+      polled.push_back(&rank);
+    }
+    if (fds.empty()) break;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(drain_until - Clock::now()).count();
+    if (left <= 0) {
+      for (RankProcess* rank : polled)
+        end_output(*rank, settings_.label);
+      break;
+    }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left)) < 0 && errno != EINTR) break;
+    for (std::size_t i = 0; i < polled.size(); ++i) {
+      if (fds[i].revents != 0) pump_output(*polled[i], settings_.label);
+    }
+  }
+  for (int status = 0; ::waitpid(-1, &status, WNOHANG) > 0;) {
+  }
+  take_reports();
+  return reports_.finish();
+}
+
+}  // namespace
+
+void block_launcher_signals() {
+  const sigset_t set = launcher_signals();
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+std::vector<std::string> LocalRunner::rank_environment(const AttemptPlan& plan,
+                                                       std::uint32_t rank) {
+  Environment env = command_.env;
+  env.erase("PRIMUS_JOB_SECRET");
+  for (const auto& [name, value] :
+       one_machine_environment(command_.job, rank, command_.env, command_.options))
+    env[name] = value;
+  set_attempt_variables(env, plan, settings_.control);
+  return environment_entries(env);
+}
+
+AttemptReport LocalRunner::run(const AttemptPlan& plan) {
+  const sigset_t set = launcher_signals();
+  const os::UniqueFd signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
+  command_.job.restart_count = plan.attempt;
+  std::vector<std::vector<std::string>> envs;
+  for (std::uint32_t rank = 0; rank < command_.job.nproc; ++rank)
+    envs.push_back(rank_environment(plan, rank));
+
+  LocalAttempt attempt(settings_, context_of(settings_, plan, false), reaper_);
+  attempt.start(command_, plan, envs);
+  attempt.supervise(signals.get());
+  return attempt.finish();
+}
+
+}  // namespace primus::launch

@@ -1,0 +1,270 @@
+#include "monitor/job_monitor.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+
+#include "monitor/prometheus_text.hpp"
+#include "monitor/status.hpp"
+#include "primus/common/json_text.hpp"
+#include "supervise/outcome.hpp"
+
+namespace primus::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double steady_seconds() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+double wall_seconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// ISO 8601 UTC with milliseconds, like events.jsonl's times.
+std::string iso_time(double unix_seconds) {
+  const auto whole = static_cast<std::time_t>(std::floor(unix_seconds));
+  const int millis = static_cast<int>((unix_seconds - static_cast<double>(whole)) * 1000);
+  std::tm utc{};
+  ::gmtime_r(&whole, &utc);
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                std::clamp(millis, 0, 999));
+  return text;
+}
+
+os::UniqueFd open_append(const std::filesystem::path& path) {
+  return os::UniqueFd(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+}
+
+nlohmann::json scalar_json(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  return value;
+}
+
+// The restarts that earlier allocations recorded in events.jsonl.
+std::uint32_t restarts_recorded(const std::filesystem::path& events) {
+  std::FILE* file = std::fopen(events.c_str(), "re");
+  if (file == nullptr) return 0;
+  std::uint32_t count = 0;
+  char line[4096];
+  while (std::fgets(line, sizeof line, file) != nullptr) {
+    if (std::strstr(line, "\"event\": \"restarted\"") != nullptr) ++count;
+  }
+  std::fclose(file);
+  return count;
+}
+
+}  // namespace
+
+JobMonitor::JobMonitor(JobMonitorSetup setup, EventLog& events)
+    : setup_(std::move(setup)),
+      events_(events),
+      monitor_(setup_.job_id, setup_.allocation, setup_.straggler_window_seconds) {
+  monitor_.set_earlier_restarts(restarts_recorded(setup_.job_dir / "events.jsonl"));
+  throughput_ = open_append(setup_.job_dir / "throughput.jsonl");
+  metrics_ = open_append(setup_.job_dir / "metrics.jsonl");
+  if (setup_.metrics) {
+    server_ = std::make_unique<MetricsServer>(*setup_.metrics);
+    write_file_atomically(setup_.job_dir / "metrics.addr", server_->address() + "\n");
+    std::cerr << "primus-launch: metrics at http://" << server_->address() << "/metrics\n";
+    write_sd_file();
+  }
+  next_status_ = Clock::now();
+  next_progress_ =
+      Clock::now() + (setup_.terminal ? std::min<std::chrono::seconds>(setup_.progress_interval,
+                                                                       std::chrono::seconds(10))
+                                      : setup_.progress_interval);
+}
+
+JobMonitor::~JobMonitor() {
+  if (!sd_file_.empty()) {
+    std::error_code error;
+    std::filesystem::remove(sd_file_, error);
+  }
+}
+
+void JobMonitor::write_sd_file() {
+  if (setup_.sd_dir.empty() || !server_) return;
+  nlohmann::ordered_json target;
+  target["targets"] = {server_->address()};
+  target["labels"] = {{"primus_job", setup_.job_id}};
+  const std::string text = nlohmann::ordered_json::array({target}).dump() + "\n";
+  const std::filesystem::path file = setup_.sd_dir / (setup_.sd_name + ".json");
+  if (write_file_atomically(file, text)) {
+    // Prometheus runs as another user: it must read the file (it names an address only).
+    ::chmod(file.c_str(), 0644);
+    sd_file_ = file;
+  } else {
+    std::cerr << "primus-launch: warning: cannot write " << file.string() << " ("
+              << std::strerror(errno)
+              << "; the site's metrics_sd_dir): Prometheus will not find this job\n";
+  }
+}
+
+void JobMonitor::append(const os::UniqueFd& fd, const std::string& line, const char* what) {
+  if (fd && ::write(fd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size())) {
+    return;
+  }
+  if (!warned_) {
+    warned_ = true;
+    std::cerr << "primus-launch: warning: cannot append to " << what << " in "
+              << setup_.job_dir.string() << "; the job goes on\n";
+  }
+}
+
+void JobMonitor::start_attempt(std::uint32_t attempt, std::uint32_t world_size) {
+  monitor_.start_attempt(attempt, world_size);
+  monitor_.set_state("running");
+  refresh();
+}
+
+void JobMonitor::report(const Report& r) {
+  monitor_.on_report(r, steady_seconds(), wall_seconds());
+  if (r.kind != ReportKind::kScalars) return;
+  nlohmann::ordered_json line;
+  line["time"] = iso_time(r.time.value_or(wall_seconds()));
+  line["allocation"] = setup_.allocation;
+  line["attempt"] = monitor_.attempt();
+  line["rank"] = r.rank;
+  line["step"] = r.steps.value_or(0);
+  nlohmann::ordered_json values = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : r.values)
+    values[name] = scalar_json(value);
+  line["values"] = std::move(values);
+  append(metrics_, line.dump() + "\n", "metrics.jsonl");
+}
+
+void JobMonitor::rank_ended(std::uint32_t rank, int wait_status) {
+  monitor_.rank_ended(rank, describe(wait_status));
+}
+
+void JobMonitor::set_state(const std::string& state) {
+  if (state == monitor_.state()) return;
+  monitor_.set_state(state);
+  refresh();
+}
+
+void JobMonitor::set_excluded_nodes(std::vector<ExcludedNode> nodes) {
+  monitor_.set_excluded_nodes(std::move(nodes));
+  refresh();
+}
+
+void JobMonitor::tick() {
+  const auto now = Clock::now();
+  if (now >= next_status_) refresh();
+}
+
+void JobMonitor::refresh() {
+  const double steady = steady_seconds();
+  const double wall = wall_seconds();
+  for (const StragglerChange& change : monitor_.evaluate(steady)) {
+    char lateness[32];
+    char median[32];
+    std::snprintf(lateness, sizeof lateness, "%.3f", change.lateness_seconds);
+    std::snprintf(median, sizeof median, "%.3f", change.median_step_seconds);
+    events_.write({"straggler",
+                   change.rank,
+                   change.node.empty() ? std::nullopt : std::optional<std::string>(change.node),
+                   {{"state", change.straggler ? "flagged" : "cleared"},
+                    {"lateness_seconds", lateness},
+                    {"median_step_seconds", median}}});
+    if (change.straggler) {
+      std::cerr << "primus-launch: warning: rank " << change.rank << " on "
+                << (change.node.empty() ? "?" : change.node) << " is a straggler: it arrives "
+                << lateness << " s later than the median rank at each step (median step " << median
+                << " s)\n";
+    } else {
+      std::cerr << "primus-launch: rank " << change.rank << " is no longer a straggler\n";
+    }
+  }
+  const JobStatus status = monitor_.snapshot(steady, wall, iso_time(wall));
+  write_file_atomically(setup_.job_dir / "status.json", status_json(status));
+  if (!status.ranks.empty() && (status.state == "running" || status.state == "stopping")) {
+    nlohmann::ordered_json line;
+    line["time"] = status.time;
+    line["allocation"] = status.allocation;
+    line["attempt"] = status.attempt;
+    nlohmann::json ranks = nlohmann::json::array();
+    nlohmann::json steps = nlohmann::json::array();
+    nlohmann::json samples = nlohmann::json::array();
+    nlohmann::json rates = nlohmann::json::array();
+    nlohmann::json lateness = nlohmann::json::array();
+    const auto value = [](const auto& optional) -> nlohmann::json {
+      if (!optional) return nullptr;
+      return *optional;
+    };
+    for (const RankStatus& r : status.ranks) {
+      ranks.push_back(r.rank);
+      steps.push_back(value(r.steps));
+      samples.push_back(value(r.samples));
+      rates.push_back(value(r.samples_per_second));
+      lateness.push_back(value(r.lateness_seconds));
+    }
+    line["ranks"] = ranks;
+    line["steps"] = steps;
+    line["samples"] = samples;
+    line["samples_per_second"] = rates;
+    line["lateness_seconds"] = lateness;
+    append(throughput_, line.dump() + "\n", "throughput.jsonl");
+  }
+  if (server_ || !setup_.metrics_file.empty()) {
+    std::string text = prometheus_text(status, monitor_.scalars());
+    if (!setup_.metrics_file.empty() && !write_file_atomically(setup_.metrics_file, text) &&
+        !warned_) {
+      warned_ = true;
+      std::cerr << "primus-launch: warning: cannot write " << setup_.metrics_file.string()
+                << " (--primus-metrics-file)\n";
+    }
+    if (server_) server_->publish(std::move(text));
+  }
+  progress_line(status);
+  next_status_ = Clock::now() + setup_.status_interval;
+}
+
+void JobMonitor::progress_line(const JobStatus& status) {
+  if (setup_.progress_interval.count() == 0 || Clock::now() < next_progress_) return;
+  next_progress_ =
+      Clock::now() + (setup_.terminal ? std::min<std::chrono::seconds>(setup_.progress_interval,
+                                                                       std::chrono::seconds(10))
+                                      : setup_.progress_interval);
+  if (status.state != "running") return;
+  std::string line = "primus-launch: " + iso_time(wall_seconds()).substr(11, 8) + " step ";
+  const auto steps = monitor_.min_steps();
+  line += steps ? std::to_string(*steps) : std::string("-");
+  char text[128];
+  if (status.samples_per_second) {
+    std::snprintf(text, sizeof text, ", %.1f samples/s", *status.samples_per_second);
+    line += text;
+  }
+  if (status.seconds_since_checkpoint) {
+    std::snprintf(text, sizeof text, ", checkpoint %.0f s ago", *status.seconds_since_checkpoint);
+    line += text;
+    if (status.checkpoint_step) line += " (step " + std::to_string(*status.checkpoint_step) + ")";
+  } else {
+    line += ", no checkpoint yet";
+  }
+  std::size_t stragglers = 0;
+  for (const RankStatus& r : status.ranks)
+    stragglers += r.straggler ? 1 : 0;
+  if (stragglers > 0) line += ", " + std::to_string(stragglers) + " straggler(s)";
+  std::cerr << line << "\n";
+}
+
+}  // namespace primus::launch

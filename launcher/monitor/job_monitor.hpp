@@ -1,0 +1,79 @@
+// The monitor's adapter: feeds what the ranks report into Monitor (monitor.hpp) and, every
+// status interval, writes status.json, appends throughput.jsonl, serves /metrics
+// (--primus-metrics), writes --primus-metrics-file, flags stragglers (an event and a warning
+// line), and prints the progress line; appends every primus.log line to metrics.jsonl. One
+// per launcher, across attempts. Nothing it fails to write ends the job: it says so once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "control/control_protocol.hpp"
+#include "monitor/metrics_server.hpp"
+#include "monitor/monitor.hpp"
+#include "primus/os/unique_fd.hpp"
+#include "supervise/events.hpp"
+
+namespace primus::launch {
+
+struct JobMonitorSetup {
+  std::filesystem::path job_dir;
+  std::string job_id;  // PRIMUS_JOB_ID
+  std::uint32_t allocation = 0;
+  std::string node;  // the launcher's
+  std::chrono::milliseconds status_interval{std::chrono::seconds(5)};
+  std::chrono::seconds progress_interval{60};  // 0: no progress lines
+  double straggler_window_seconds = 60;
+  std::optional<ListenAddress> metrics;  // --primus-metrics
+  std::filesystem::path metrics_file;    // --primus-metrics-file ("": none)
+  // The site's file_sd directory (metrics_sd_dir): <sd_name>.json there while the job runs.
+  std::filesystem::path sd_dir;
+  std::string sd_name;
+  bool terminal = false;  // standard error is a terminal: progress lines more often
+};
+
+class JobMonitor {
+ public:
+  // Throws primus::Error when --primus-metrics cannot listen (before any rank starts).
+  JobMonitor(JobMonitorSetup setup, EventLog& events);
+  ~JobMonitor();
+  JobMonitor(const JobMonitor&) = delete;
+  JobMonitor& operator=(const JobMonitor&) = delete;
+
+  void start_attempt(std::uint32_t attempt, std::uint32_t world_size);
+  void report(const Report& report);
+  void rank_ended(std::uint32_t rank, int wait_status);
+  // A new state of the job (running, stopping, restarting, preempted, requeued, finished,
+  // failed): written at once.
+  void set_state(const std::string& state);
+  // The nodes the job keeps out, with reasons (status.json's excluded_nodes); rewrites the status.
+  void set_excluded_nodes(std::vector<ExcludedNode> nodes);
+  const std::string& state() const { return monitor_.state(); }
+  // Call often (every second at least): what is due is done.
+  void tick();
+  // Writes everything now.
+  void refresh();
+  std::string metrics_address() const { return server_ ? server_->address() : ""; }
+
+ private:
+  void append(const os::UniqueFd& fd, const std::string& line, const char* what);
+  void write_sd_file();
+  void progress_line(const JobStatus& status);
+
+  JobMonitorSetup setup_;
+  EventLog& events_;
+  Monitor monitor_;
+  std::unique_ptr<MetricsServer> server_;
+  os::UniqueFd throughput_;
+  os::UniqueFd metrics_;
+  std::chrono::steady_clock::time_point next_status_;
+  std::chrono::steady_clock::time_point next_progress_;
+  std::filesystem::path sd_file_;
+  bool warned_ = false;
+};
+
+}  // namespace primus::launch

@@ -1,0 +1,85 @@
+#include "monitor/status_view.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+namespace primus::launch {
+namespace {
+
+template <typename... Args>
+std::string format(const char* pattern, Args... args) {
+  char text[512];
+  std::snprintf(text, sizeof text, pattern, args...);
+  return text;
+}
+
+template <typename T>
+std::string cell(const std::optional<T>& value, double scale, const char* pattern) {
+  if (!value) return "-";
+  return format(pattern, static_cast<double>(*value) / scale);
+}
+
+std::string age(std::optional<double> when, double now) {
+  if (!when) return "-";
+  const double seconds = std::max(0.0, now - *when);
+  if (seconds < 100) return format("%.1fs ago", seconds);
+  if (seconds < 6000) return format("%.0fm ago", seconds / 60);
+  return format("%.1fh ago", seconds / 3600);
+}
+
+}  // namespace
+
+std::string status_view(const JobStatus& s, double now) {
+  std::string out =
+      format("job %s: %s (allocation %u, attempt %u, restarts %u), %u ranks", s.job.c_str(),
+             s.state.c_str(), s.allocation, s.attempt, s.restarts, s.world_size);
+  if (s.samples_per_second) out += format(", %.1f samples/s", *s.samples_per_second);
+  if (s.median_step_seconds) out += format(", median step %.3f s", *s.median_step_seconds);
+  out += "; as of " + s.time + "\n";
+  if (!s.checkpoint.empty()) {
+    out += "newest checkpoint:";
+    if (s.checkpoint_step)
+      out += format(" step %llu,", static_cast<unsigned long long>(*s.checkpoint_step));
+    out += " " + age(s.checkpoint_time, now) + ": " + s.checkpoint + "\n";
+  }
+  std::string stragglers;
+  for (const RankStatus& r : s.ranks) {
+    if (!r.straggler) continue;
+    stragglers += format("%s rank %u on %s (%.3f s late)", stragglers.empty() ? "" : ",", r.rank,
+                         r.node.c_str(), r.lateness_seconds.value_or(0));
+  }
+  if (!stragglers.empty()) out += "stragglers:" + stragglers + "\n";
+  out += format("%5s  %-12s %-8s %9s %10s %8s %11s %9s %8s %5s %9s  %s\n", "RANK", "NODE", "STATE",
+                "STEP", "SAMPLES/S", "LATE_S", "LAST_STEP", "LAST_CKPT", "RSS_MB", "CPU%",
+                "STRAGGLER", "ENDED");
+  for (const RankStatus& r : s.ranks) {
+    out += format(
+        "%5u  %-12s %-8s %9s %10s %8s %11s %9s %8s %5s %9s  %s\n", r.rank, r.node.c_str(),
+        r.state.c_str(), cell(r.steps, 1, "%.0f").c_str(),
+        cell(r.samples_per_second, 1, "%.1f").c_str(), cell(r.lateness_seconds, 1, "%.3f").c_str(),
+        age(r.last_step_time, now).c_str(), cell(r.last_checkpoint_step, 1, "%.0f").c_str(),
+        cell(r.rss_bytes, 1 << 20, "%.0f").c_str(), cell(r.cpu_usage_ratio, 0.01, "%.0f").c_str(),
+        r.straggler ? "yes" : "-", r.ended.c_str());
+  }
+  if (!s.nodes.empty()) {
+    out += format("\n%-12s %6s %12s %12s %10s %10s\n", "NODE", "CPU%", "MEM_USED_GB",
+                  "MEM_AVAIL_GB", "RX_MB/S", "TX_MB/S");
+    for (const NodeStatus& n : s.nodes) {
+      out += format("%-12s %6s %12s %12s %10s %10s\n", n.node.c_str(),
+                    cell(n.cpu_usage_ratio, 0.01, "%.0f").c_str(),
+                    cell(n.memory_used_bytes, 1e9, "%.2f").c_str(),
+                    cell(n.memory_available_bytes, 1e9, "%.2f").c_str(),
+                    cell(n.network_receive_bytes_per_second, 1e6, "%.2f").c_str(),
+                    cell(n.network_transmit_bytes_per_second, 1e6, "%.2f").c_str());
+    }
+  }
+  if (!s.excluded_nodes.empty()) {
+    out += format("\n%-12s %s\n", "EXCLUDED", "REASON");
+    for (const ExcludedNode& e : s.excluded_nodes)
+      out += format("%-12s ", e.node.c_str()) + e.reason + "\n";
+  }
+  return out;
+}
+
+}  // namespace primus::launch

@@ -1,0 +1,64 @@
+#include "monitor/stragglers.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace primus::launch {
+
+void WindowSeries::add(double time, double value) {
+  values_.emplace_back(time, value);
+}
+
+void WindowSeries::trim(double now, double window) {
+  while (!values_.empty() && values_.front().first < now - window)
+    values_.pop_front();
+}
+
+std::optional<double> WindowSeries::median() const {
+  std::vector<double> values;
+  values.reserve(values_.size());
+  for (const auto& entry : values_)
+    values.push_back(entry.second);
+  return median_of(std::move(values));
+}
+
+std::optional<double> median_of(std::vector<double> values) {
+  if (values.empty()) return std::nullopt;
+  const std::size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle),
+                   values.end());
+  const double upper = values[middle];
+  if (values.size() % 2 == 1) return upper;
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle));
+  return (lower + upper) / 2;
+}
+
+LatenessVerdict judge_lateness(const std::map<std::uint32_t, RankTiming>& ranks,
+                               std::size_t min_samples) {
+  LatenessVerdict verdict;
+  std::vector<double> waits;
+  std::vector<double> steps;
+  for (const auto& [rank, timing] : ranks) {
+    if (timing.step_median) steps.push_back(*timing.step_median);
+    if (timing.wait_median && timing.wait_samples >= std::max<std::size_t>(min_samples, 1)) {
+      waits.push_back(*timing.wait_median);
+    }
+  }
+  verdict.median_step_seconds = median_of(steps);
+  if (waits.size() < 2) return verdict;
+  const double median_wait = *median_of(waits);
+  for (const auto& [rank, timing] : ranks) {
+    if (!timing.wait_median || timing.wait_samples < std::max<std::size_t>(min_samples, 1)) {
+      continue;
+    }
+    const double lateness = std::max(0.0, median_wait - *timing.wait_median);
+    verdict.lateness[rank] = lateness;
+    if (verdict.median_step_seconds && lateness > *verdict.median_step_seconds / 2) {
+      verdict.stragglers.insert(rank);
+    }
+  }
+  return verdict;
+}
+
+}  // namespace primus::launch

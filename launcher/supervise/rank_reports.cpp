@@ -1,0 +1,194 @@
+// The ranks' reports of one attempt, read once for both runners (rank_reports.hpp).
+#include "supervise/rank_reports.hpp"
+
+#include <iostream>
+
+namespace primus::launch {
+
+AttemptContext context_of(const RunnerSettings& settings, const AttemptPlan& plan, bool slurm) {
+  AttemptContext context;
+  context.attempt = plan.attempt;
+  context.world_size = plan.world_size;
+  context.node = settings.node;
+  context.preempted_status = settings.preempted_status;
+  context.slurm = slurm;
+  context.control = settings.control;
+  context.events = settings.events;
+  context.monitor = settings.monitor;
+  context.data = plan.data;
+  return context;
+}
+
+RankReports::RankReports(const AttemptContext& context)
+    : context_(context), started_(Clock::now()), watch_(context.world_size) {}
+
+std::optional<std::string> RankReports::node_of(std::uint32_t rank) const {
+  if (!context_.slurm) return context_.node;  // one machine: every rank runs here
+  const auto it = report_.nodes.find(rank);
+  return it != report_.nodes.end() ? std::optional<std::string>(it->second) : std::nullopt;
+}
+
+void RankReports::send_data(const std::vector<DataMessage>& messages) {
+  for (const DataMessage& m : messages)
+    context_.control->send(m.rank, m.line);
+}
+
+std::set<std::uint32_t> RankReports::silent() const {
+  std::set<std::uint32_t> silent = reported_;
+  silent.insert(wrappers_gone_.begin(), wrappers_gone_.end());
+  return silent;
+}
+
+void RankReports::on_hello(const Report& r) {
+  if (r.attempt && *r.attempt != context_.attempt) return;  // a rank of an earlier attempt
+  if (context_.slurm && !r.node.empty()) report_.nodes[r.rank] = r.node;
+  if (r.wrapper) {
+    wrappers_.insert(r.rank);
+    if (report_.step.empty() && !r.step.empty()) report_.step = r.step;
+  } else {
+    report_.any_rank_connected = true;
+    watch_.hello(r.rank, Clock::now());
+  }
+}
+
+void RankReports::on_event(const Report& r) {
+  EventLog& events = *context_.events;
+  if (r.event == "ready") {
+    if (!r.wrapper && ready_.insert(r.rank).second && ready_.size() == context_.world_size) {
+      events.write(
+          {"ranks-ready", std::nullopt, context_.node, {{"seconds", seconds_since(started_)}}});
+    }
+  } else if (r.event == "stop-signal") {
+    if (report_.ended_for_failure) return;  // the launcher's SIGTERM after a failure: not a stop
+    if (context_.data != nullptr) send_data(context_.data->order_checkpoint(true));
+    // On one machine the launcher is the only one to signal the ranks: it has said so already.
+    if (!context_.slurm) return;
+    if (!report_.ranks_signalled && !report_.stop_forwarded) {
+      events.write({"stop-requested",
+                    r.rank,
+                    node_of(r.rank),
+                    {{"source",
+                      (r.signal.empty() ? std::string("a signal") : r.signal) + " to the ranks"}}});
+    }
+    report_.ranks_signalled = true;
+  } else if (r.event == "checkpoint-started" || r.event == "checkpoint-committed") {
+    const bool committed = r.event == "checkpoint-committed";
+    if (committed) {
+      report_.checkpoint_committed = true;
+      report_.checkpoint = r.path;
+    }
+    std::vector<std::pair<std::string, std::string>> details = {
+        {"step", r.steps ? std::to_string(*r.steps) : ""}};
+    if (committed || !r.path.empty()) details.emplace_back("path", r.path);
+    events.write({r.event, r.rank, node_of(r.rank), details});
+  }
+}
+
+RankAction RankReports::handle(const Report& r) {
+  if (context_.monitor != nullptr) context_.monitor->report(r);
+  switch (r.kind) {
+    case ReportKind::kData:
+      if (context_.data != nullptr) {
+        send_data(context_.data->receive(r.rank, r.payload));
+      } else {
+        context_.control->send(r.rank, data_mode_error());
+      }
+      return RankAction::kNone;
+    case ReportKind::kHello:
+      on_hello(r);
+      return RankAction::kNone;
+    case ReportKind::kHeartbeat:
+      if (!r.wrapper) watch_.heard(r.rank, Clock::now());
+      if (r.steps && (steps_.count(r.rank) == 0 || *r.steps > steps_[r.rank])) {
+        steps_[r.rank] = *r.steps;
+        watch_.advanced(r.rank, Clock::now());
+      }
+      return RankAction::kNone;
+    case ReportKind::kEvent:
+      on_event(r);
+      return RankAction::kNone;
+    case ReportKind::kException:
+      report_.exceptions[r.rank] = r.exception + ": " + r.message;
+      if (r.peer && *r.peer != r.rank) report_.lost_peers[r.rank] = *r.peer;
+      std::cerr << "primus-launch: rank " << r.rank << " raised " << r.exception << ": "
+                << r.message << (r.where.empty() ? "" : " (" + r.where + ")") << "\n";
+      return RankAction::kNone;
+    case ReportKind::kExit:
+      // A wrapper's report of its rank's end (srun step); the first one counts.
+      if (!r.wrapper || !reported_.insert(r.rank).second) return RankAction::kNone;
+      return rank_ended(r.rank, r.wait_status);
+    case ReportKind::kGoodbye:
+      if (r.wrapper && wrappers_.count(r.rank) != 0) wrappers_gone_.insert(r.rank);
+      if (!r.wrapper) watch_.goodbye(r.rank, Clock::now());  // it must end within the timeout
+      if (!r.wrapper && context_.data != nullptr) send_data(context_.data->rank_gone(r.rank));
+      return RankAction::kNone;
+    case ReportKind::kScalars:
+    case ReportKind::kOther:
+      return RankAction::kNone;
+  }
+  return RankAction::kNone;
+}
+
+RankAction RankReports::rank_ended(std::uint32_t rank, int wait_status) {
+  watch_.ended(rank);
+  report_.ends.push_back({static_cast<int>(rank), wait_status, stopping()});
+  const int code = exit_code(wait_status);
+  const bool preempted = code == context_.preempted_status;
+  // Under srun an end with the preempted status is a stop that Slurm sent the ranks.
+  const bool as_asked = context_.slurm && preempted;
+  if (code != 0 && !as_asked && !stopping()) {
+    context_.events->write(
+        {"rank-failed", rank, node_of(rank), {{"status", describe(wait_status)}}});
+    report_.ended_for_failure = true;
+    return RankAction::kEndForFailure;
+  }
+  if (as_asked && !report_.ended_for_failure) report_.ranks_signalled = true;
+  if (code != 0 && !preempted && stopping() && !report_.ended_for_failure) {
+    // Killed by the stop before it was ready, or failed: the others cannot commit a checkpoint
+    // without it, and waiting for them would only reach the deadline.
+    std::cerr << "primus-launch: rank " << rank << " ended with " << describe(wait_status)
+              << " during the stop" << (ready_.count(rank) != 0 ? "" : ", before it was ready")
+              << "; ending the other ranks\n";
+    return RankAction::kEndNow;
+  }
+  return RankAction::kNone;
+}
+
+void RankReports::stop_forwarded(const std::string& source, const std::string& forwarded,
+                                 bool user_stop) {
+  report_.stop_forwarded = true;
+  report_.user_stop = report_.user_stop || user_stop;
+  if (context_.monitor != nullptr) context_.monitor->set_state("stopping");
+  context_.events->write({"stop-requested",
+                          std::nullopt,
+                          context_.node,
+                          {{"source", source}, {"forwarded", forwarded}}});
+}
+
+std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
+                                                     std::chrono::milliseconds timeout) {
+  if (stopping()) return std::nullopt;
+  const auto rank = watch_.hung(now, timeout);
+  if (!rank) return std::nullopt;
+  report_.hung = rank;
+  report_.ended_for_failure = true;
+  const auto node = node_of(*rank);
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(now - watch_.since(*rank, now)).count();
+  context_.events->write({"hang",
+                          *rank,
+                          node,
+                          {{"seconds_without_progress", std::to_string(seconds)},
+                           {"steps", steps_.count(*rank) ? std::to_string(steps_[*rank]) : "0"}}});
+  std::cerr << "primus-launch: rank " << *rank << " on " << node.value_or("?")
+            << " made no progress for " << seconds << " s (--primus-hang-timeout)\n";
+  return rank;
+}
+
+AttemptReport RankReports::finish() {
+  for (RankEnd& end : report_.ends)
+    end.ready = ready_.count(static_cast<std::uint32_t>(end.rank)) != 0;
+  return report_;
+}
+
+}  // namespace primus::launch

@@ -1,0 +1,80 @@
+// The one supervisor loop (supervisor.hpp).
+#include "supervise/supervisor.hpp"
+
+#include <iostream>
+
+#include "supervise/resume.hpp"
+#include "supervise/supervision.hpp"
+
+namespace primus::launch {
+
+std::optional<std::string> resolve_resume(const std::filesystem::path& root,
+                                          const std::optional<std::string>& given, EventLog& events,
+                                          const std::string& node) {
+  const NewestCheckpoint newest = find_newest_checkpoint(root, std::chrono::minutes(10));
+  for (const std::string& why : newest.skipped)
+    std::cerr << "primus-launch: not resuming from " << why << "\n";
+  std::optional<std::string> point = resume_point(newest, given);
+  if (point) {
+    events.write({"resuming",
+                  std::nullopt,
+                  node,
+                  {{"checkpoint", *point},
+                   {"step", newest.step ? std::to_string(*newest.step) : ""},
+                   {"source", newest.path ? "the newest valid checkpoint" : "PRIMUS_RESUME"}}});
+  }
+  return point;
+}
+
+int supervise(const SupervisedJob& job, const JobDir& job_dir, AttemptRunner& runner,
+              EventLog& events, JobMonitor& monitor) {
+  // The policy's one state: the ranks' own failures by node over the allocation's attempts.
+  RankFailures failures(std::max<std::uint32_t>(1, job.exclude_after));
+  const std::uint32_t allocation = job.situation.allocation;
+  for (std::uint32_t attempt = 0;; ++attempt) {
+    events.set_attempt(attempt);
+    std::string why;
+    const std::optional<std::uint32_t> world = runner.prepare(attempt, why);
+    if (!world) {
+      std::cerr << "primus-launch: cannot start the ranks: " << why << "\n";
+      events.write({"failed", std::nullopt, job.node, {{"exit_status", "1"}, {"reason", why}}});
+      monitor.set_state("failed");
+      return 1;
+    }
+    AttemptPlan plan;
+    plan.attempt = attempt;
+    plan.world_size = *world;
+    plan.resume = resolve_resume(job.ckpt_root, job.given_resume, events, job.node);
+    plan.log_dir = job_dir.attempt_logs(allocation, attempt);
+    DataTasks data(*world);  // every attempt opens the queue again, from its checkpoint
+    if (job.dynamic_data) plan.data = &data;
+    monitor.start_attempt(attempt, *world);
+
+    const AttemptReport report = runner.run(plan);
+    AttemptFacts facts = facts_of(report, *world);
+    JobSituation situation = job.situation;
+    situation.attempt = attempt;
+    runner.examine(situation, report, facts);
+    if (job.exclusions != nullptr) situation.excluded = job.exclusions->nodes();
+    const Action action = after_attempt(situation, facts, failures);
+
+    Supervision supervision(events, monitor, job.exclusions);
+    supervision.node = job.node;
+    supervision.job_id = job.job_id;
+    supervision.requeue_target = job.requeue_target;
+    supervision.allocation = allocation;
+    supervision.attempt = attempt;
+    supervision.max_restarts = job.situation.max_restarts;
+    supervision.max_requeues = job.situation.max_requeues;
+    supervision.preempted_status = job.situation.preempted_status;
+    supervision.log_dir = plan.log_dir;
+    supervision.resume = plan.resume;
+    supervision.checkpoint = report.checkpoint;
+    supervision.checkpoint_committed = report.checkpoint_committed;
+    supervision.any_rank_connected = report.any_rank_connected;
+    if (carry_out(action, facts, supervision)) continue;
+    return action.exit_status;
+  }
+}
+
+}  // namespace primus::launch

@@ -1,0 +1,124 @@
+// The control channel's table of messages (launcher/control/messages.json) against the
+// launcher's end: every kind in it parses to a report of its own and every report kind has a
+// row; the task wrapper's lines are the rows that say "wrapper", and only those; every data
+// operation a rank may send is one the dynamic queue handles. tests/python/test_messages.py
+// holds the ranks' end to the same table.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "control/control_protocol.hpp"
+#include "control/data_tasks.hpp"
+
+namespace primus::launch {
+namespace {
+
+using json = nlohmann::json;
+
+const json& table() {
+  static const json kinds = [] {
+    std::ifstream in(std::string(PRIMUS_SOURCE_DIR) + "/launcher/control/messages.json");
+    return json::parse(in).at("kinds");
+  }();
+  return kinds;
+}
+
+bool sent_by(const json& row, const std::string& who) {
+  for (const auto& sender : row.at("from"))
+    if (sender == who) return true;
+  return false;
+}
+
+// A line of `kind` with every field of its row, as its example gives it.
+std::string example_line(const std::string& kind, const json& row) {
+  json line = row.at("fields");
+  line["type"] = kind;
+  return line.dump();
+}
+
+TEST(ControlMessages, EveryKindOfTheTableParsesToAReportOfItsOwn) {
+  std::set<ReportKind> seen;
+  for (const auto& [kind, row] : table().items()) {
+    std::string error;
+    const auto report = parse_report(example_line(kind, row), 3, sent_by(row, "wrapper"), error);
+    ASSERT_TRUE(report.has_value()) << kind << ": " << error;
+    EXPECT_NE(report->kind, ReportKind::kOther) << kind;
+    EXPECT_TRUE(seen.insert(report->kind).second) << kind << " parses to another kind's report";
+  }
+  // The reverse: every kind of report the launcher acts on has a row.
+  for (const ReportKind kind :
+       {ReportKind::kHello, ReportKind::kHeartbeat, ReportKind::kEvent, ReportKind::kException,
+        ReportKind::kGoodbye, ReportKind::kExit, ReportKind::kData, ReportKind::kScalars}) {
+    EXPECT_EQ(seen.count(kind), 1U) << static_cast<int>(kind);
+  }
+}
+
+TEST(ControlMessages, TheFieldsOfTheTableReachTheReport) {
+  std::string error;
+  const json& kinds = table();
+  const auto hello = parse_report(example_line("hello", kinds.at("hello")), 1, true, error);
+  ASSERT_TRUE(hello.has_value()) << error;
+  EXPECT_EQ(hello->attempt, std::optional<std::uint32_t>(0));
+  EXPECT_EQ(hello->node, "n1");
+  EXPECT_EQ(hello->step, "7.0");
+  const auto beat = parse_report(example_line("heartbeat", kinds.at("heartbeat")), 1, false, error);
+  ASSERT_TRUE(beat.has_value()) << error;
+  EXPECT_EQ(beat->steps, std::optional<std::uint64_t>(120));
+  EXPECT_EQ(beat->samples, std::optional<std::uint64_t>(3840));
+  ASSERT_TRUE(beat->node_stats.has_value());
+  EXPECT_EQ(beat->node_stats->memory_available_bytes, std::optional<std::uint64_t>(8192));
+  const auto raised =
+      parse_report(example_line("exception", kinds.at("exception")), 1, false, error);
+  ASSERT_TRUE(raised.has_value()) << error;
+  EXPECT_EQ(raised->peer, std::optional<std::uint32_t>(3));
+  const auto ended = parse_report(example_line("exit", kinds.at("exit")), 1, true, error);
+  ASSERT_TRUE(ended.has_value()) << error;
+  EXPECT_EQ(ended->wait_status, 256);
+}
+
+TEST(ControlMessages, TheWrappersLinesAreTheRowsThatSayWrapper) {
+  std::set<std::string> sent;
+  for (const std::string& line : {wrapper_hello_line(2, "n3", 99, "7.1"), wrapper_exit_line(9),
+                                  wrapper_signal_line("SIGTERM")}) {
+    const json message = json::parse(line);
+    const std::string kind = message.at("type");
+    ASSERT_TRUE(table().contains(kind)) << line;
+    const json& row = table().at(kind);
+    EXPECT_TRUE(sent_by(row, "wrapper")) << kind;
+    for (const auto& [field, value] : message.items()) {
+      if (field != "type") {
+        EXPECT_TRUE(row.at("fields").contains(field)) << kind << "." << field;
+      }
+    }
+    if (kind == "event") {
+      const auto& events = row.at("events");
+      EXPECT_NE(std::find(events.begin(), events.end(), message.at("event")), events.end());
+    }
+    sent.insert(kind);
+  }
+  for (const auto& [kind, row] : table().items()) {
+    if (sent_by(row, "wrapper")) {
+      EXPECT_EQ(sent.count(kind), 1U) << kind;
+    }
+  }
+}
+
+TEST(ControlMessages, EveryDataOperationOfTheRanksIsHandled) {
+  const auto handled = [](const std::string& op) {
+    DataTasks tasks(1);
+    for (const DataMessage& reply : tasks.receive(0, json{{"type", "data"}, {"op", op}}.dump())) {
+      if (reply.line.find("unknown data operation") != std::string::npos) return false;
+    }
+    return true;
+  };
+  for (const auto& op : table().at("data").at("ops_to_launcher"))
+    EXPECT_TRUE(handled(op)) << op;
+  EXPECT_FALSE(handled("rewind"));  // the check can fail
+}
+
+}  // namespace
+}  // namespace primus::launch

@@ -1,0 +1,231 @@
+// The ranks' reports of an attempt, read once for both runners (launcher/rank_reports.hpp): what
+// each report and each end of a rank mean on one machine and under srun, and what the runner is
+// told to do. The events go to a real events.jsonl in a temporary directory.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "supervise/rank_reports.hpp"
+
+namespace primus::launch {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr int kPreempted = 75;
+
+class RankReportsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("primus-rank-reports-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    events_ = std::make_unique<EventLog>(dir_ / "events.jsonl", 0);
+  }
+  void TearDown() override {
+    events_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  AttemptContext context(bool slurm, std::uint32_t world = 4) {
+    AttemptContext c;
+    c.attempt = 0;
+    c.world_size = world;
+    c.node = "here";
+    c.preempted_status = kPreempted;
+    c.slurm = slurm;
+    c.events = events_.get();
+    return c;
+  }
+  std::string events_text() const {
+    std::ifstream in(dir_ / "events.jsonl");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  static Report event(std::uint32_t rank, const std::string& name, bool wrapper = false) {
+    Report r;
+    r.kind = ReportKind::kEvent;
+    r.rank = rank;
+    r.event = name;
+    r.wrapper = wrapper;
+    return r;
+  }
+  static Report wrapper_exit(std::uint32_t rank, int wait_status) {
+    Report r;
+    r.kind = ReportKind::kExit;
+    r.rank = rank;
+    r.wrapper = true;
+    r.wait_status = wait_status;
+    return r;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<EventLog> events_;
+};
+
+TEST_F(RankReportsTest, AFailedRankEndsTheAttemptForAFailureInBothModes) {
+  for (const bool slurm : {false, true}) {
+    RankReports reports(context(slurm));
+    EXPECT_EQ(reports.rank_ended(2, 1 << 8), RankAction::kEndForFailure);
+    EXPECT_TRUE(reports.stopping_for_failure());
+    // The others, ended by the launcher's SIGTERM, are not failures of their own.
+    EXPECT_EQ(reports.rank_ended(0, SIGTERM), RankAction::kNone);
+    const AttemptReport report = reports.finish();
+    ASSERT_EQ(report.ends.size(), 2U);
+    EXPECT_FALSE(report.ends[0].after_stop_request);
+    EXPECT_TRUE(report.ends[1].after_stop_request);
+  }
+  EXPECT_NE(events_text().find("\"rank-failed\""), std::string::npos);
+}
+
+TEST_F(RankReportsTest, ThePreemptedStatusIsAStopUnderSrunAndAFailureOnOneMachine) {
+  RankReports slurm(context(true));
+  EXPECT_EQ(slurm.rank_ended(1, kPreempted << 8), RankAction::kNone);
+  EXPECT_TRUE(slurm.report().ranks_signalled);
+  EXPECT_FALSE(slurm.stopping_for_failure());
+  // Only the launcher signals ranks on one machine: an exit with 75 it did not ask for failed.
+  RankReports local(context(false));
+  EXPECT_EQ(local.rank_ended(1, kPreempted << 8), RankAction::kEndForFailure);
+  EXPECT_FALSE(local.report().ranks_signalled);
+}
+
+TEST_F(RankReportsTest, ARankKilledDuringAStopEndsTheOthersNow) {
+  RankReports reports(context(false));
+  reports.stop_forwarded("SIGTERM to primus-launch", "SIGTERM", false);
+  EXPECT_TRUE(reports.stopping());
+  EXPECT_EQ(reports.rank_ended(0, kPreempted << 8), RankAction::kNone);
+  EXPECT_EQ(reports.rank_ended(1, SIGKILL), RankAction::kEndNow);
+  EXPECT_FALSE(reports.stopping_for_failure());
+  EXPECT_NE(events_text().find("\"stop-requested\""), std::string::npos);
+}
+
+TEST_F(RankReportsTest, AWrappersExitCountsOnceAndOnlyFromAWrapper) {
+  RankReports reports(context(true));
+  Report from_rank = wrapper_exit(3, 0);
+  from_rank.wrapper = false;
+  EXPECT_EQ(reports.handle(from_rank), RankAction::kNone);
+  EXPECT_TRUE(reports.report().ends.empty());
+  EXPECT_EQ(reports.handle(wrapper_exit(3, 0)), RankAction::kNone);
+  EXPECT_EQ(reports.handle(wrapper_exit(3, 1 << 8)), RankAction::kNone);  // a second report
+  EXPECT_EQ(reports.report().ends.size(), 1U);
+  EXPECT_EQ(reports.reported().count(3), 1U);
+  EXPECT_EQ(reports.handle(wrapper_exit(2, 1 << 8)), RankAction::kEndForFailure);
+}
+
+TEST_F(RankReportsTest, AStopSignalReportIsAStopUnderSrunOnly) {
+  RankReports slurm(context(true));
+  Report signal = event(0, "stop-signal");
+  signal.signal = "SIGTERM";
+  slurm.handle(signal);
+  slurm.handle(event(1, "stop-signal"));
+  EXPECT_TRUE(slurm.report().ranks_signalled);
+  EXPECT_TRUE(slurm.stopping());
+  const std::string text = events_text();
+  const auto first = text.find("SIGTERM to the ranks");
+  EXPECT_NE(first, std::string::npos);
+  EXPECT_EQ(text.find("stop-requested", first), std::string::npos);  // said once
+
+  RankReports local(context(false));
+  local.handle(event(0, "stop-signal"));
+  EXPECT_FALSE(local.report().ranks_signalled);
+  EXPECT_FALSE(local.stopping());
+}
+
+TEST_F(RankReportsTest, AStopSignalAfterAFailureIsTheLaunchersOwn) {
+  RankReports reports(context(true));
+  EXPECT_EQ(reports.rank_ended(0, 1 << 8), RankAction::kEndForFailure);
+  reports.handle(event(1, "stop-signal"));
+  EXPECT_FALSE(reports.report().ranks_signalled);
+  EXPECT_EQ(reports.rank_ended(1, kPreempted << 8), RankAction::kNone);
+  EXPECT_FALSE(reports.report().ranks_signalled);
+}
+
+TEST_F(RankReportsTest, HellosOfThisAttemptNameTheNodesUnderSrun) {
+  RankReports reports(context(true));
+  Report hello;
+  hello.kind = ReportKind::kHello;
+  hello.rank = 1;
+  hello.attempt = 1;  // an earlier attempt's rank: not this one
+  hello.node = "n9";
+  reports.handle(hello);
+  EXPECT_TRUE(reports.report().nodes.empty());
+  EXPECT_FALSE(reports.report().any_rank_connected);
+  hello.attempt = 0;
+  hello.node = "n2";
+  hello.wrapper = true;
+  hello.step = "7.3";
+  reports.handle(hello);
+  EXPECT_EQ(reports.report().nodes.at(1), "n2");
+  EXPECT_EQ(reports.report().step, "7.3");
+  EXPECT_FALSE(reports.report().any_rank_connected);
+  hello.wrapper = false;
+  reports.handle(hello);
+  EXPECT_TRUE(reports.report().any_rank_connected);
+  // The wrapper's connection closed without an exit report: silent once srun has ended.
+  Report goodbye;
+  goodbye.kind = ReportKind::kGoodbye;
+  goodbye.rank = 1;
+  goodbye.wrapper = true;
+  reports.handle(goodbye);
+  EXPECT_EQ(reports.silent().count(1), 1U);
+  EXPECT_TRUE(reports.reported().empty());
+}
+
+TEST_F(RankReportsTest, CheckpointsExceptionsAndReadinessAreKept) {
+  RankReports reports(context(false, 2));
+  Report committed = event(0, "checkpoint-committed");
+  committed.path = "/ckpt/step-00000010";
+  committed.steps = 10;
+  reports.handle(committed);
+  Report raised;
+  raised.kind = ReportKind::kException;
+  raised.rank = 1;
+  raised.exception = "PeerFailure";
+  raised.message = "lost rank 0";
+  raised.peer = 0;
+  reports.handle(raised);
+  reports.handle(event(0, "ready"));
+  reports.rank_ended(0, 0);
+  reports.rank_ended(1, 1 << 8);
+  const AttemptReport report = reports.finish();
+  EXPECT_TRUE(report.checkpoint_committed);
+  EXPECT_EQ(report.checkpoint, "/ckpt/step-00000010");
+  EXPECT_EQ(report.exceptions.at(1), "PeerFailure: lost rank 0");
+  EXPECT_EQ(report.lost_peers.at(1), 0U);
+  EXPECT_TRUE(report.ends[0].ready);
+  EXPECT_FALSE(report.ends[1].ready);
+  const AttemptFacts facts = facts_of(report, 2);
+  EXPECT_FALSE(facts.stop_seen);
+  EXPECT_EQ(facts.lost_peers.at(1), 0U);
+}
+
+TEST_F(RankReportsTest, AHangIsFoundOnlyWhileNothingElseIsUnderWay) {
+  RankReports reports(context(true, 2));
+  Report hello;
+  hello.kind = ReportKind::kHello;
+  hello.attempt = 0;
+  for (std::uint32_t rank : {0U, 1U}) {
+    hello.rank = rank;
+    reports.handle(hello);
+  }
+  const auto later = std::chrono::steady_clock::now() + 60s;
+  RankReports stopped = reports;
+  stopped.stop_forwarded("primus-launch stop", "SIGTERM", true);
+  EXPECT_EQ(stopped.check_hang(later, 10s), std::nullopt);
+  EXPECT_TRUE(stopped.report().user_stop);
+  const auto hung = reports.check_hang(later, 10s);
+  ASSERT_TRUE(hung.has_value());
+  EXPECT_TRUE(reports.report().hung.has_value());
+  EXPECT_TRUE(reports.stopping_for_failure());
+  EXPECT_FALSE(facts_of(reports.finish(), 2).stop_seen);
+  EXPECT_NE(events_text().find("\"hang\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace primus::launch
