@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../../ckpt/tools/render.hpp"
 #include "../../common/cli/command_line.hpp"
+#include "../../common/cli/render.hpp"
 #include "primus/common/options.hpp"
 #include "primus/common/parse_number.hpp"
 #include "primus/data.hpp"
@@ -17,12 +17,12 @@
 namespace primus::data::tool {
 namespace {
 
-using ckpt::tool::bytes_column;
-using ckpt::tool::Json;
-using ckpt::tool::print_json;
-using ckpt::tool::quote_truncated;
-using ckpt::tool::run_printing;
-using ckpt::tool::Table;
+using cli::bytes_column;
+using cli::Json;
+using cli::print_json;
+using cli::quote_truncated;
+using cli::run_printing;
+using cli::Table;
 using cli::UsageError;
 
 constexpr int kExitOk = 0;
@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
   try {
     return primus::data::tool::main_(argc, argv);
   } catch (const std::exception& e) {
-    std::cerr << "primus-data: " << primus::ckpt::tool::printable(e.what(), false) << "\n";
+    std::cerr << "primus-data: " << primus::cli::printable(e.what(), false) << "\n";
     return primus::data::tool::kExitUsage;
   }
 }

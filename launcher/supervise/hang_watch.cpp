@@ -39,13 +39,16 @@ std::optional<std::uint32_t> HangWatch::hung(Clock::time_point now,
   // Every rank waits on the one that is stuck, and so makes no progress either; but the others
   // still send heartbeats, and a stopped process, or one that never said hello, sends nothing.
   // Among the ranks without progress, the one silent longest (silent for over half the
-  // timeout) is the one; else the one whose progress is oldest.
-  std::map<std::uint32_t, Clock::time_point> silent;
+  // timeout) is the one, first among those not waiting in the rendezvous (silent there because
+  // torch holds the GIL); else the one whose progress is oldest.
+  std::map<std::uint32_t, Clock::time_point> silent, silent_outside;
   for (const auto& [rank, at] : last_) {
     if (now - at > timeout && heard_.count(rank) != 0 && now - heard_.at(rank) > timeout / 2) {
       silent[rank] = heard_.at(rank);
+      if (in_rendezvous_.count(rank) == 0) silent_outside[rank] = heard_.at(rank);
     }
   }
+  if (const auto rank = hung_rank(silent_outside, now, timeout / 2)) return rank;
   if (const auto rank = hung_rank(silent, now, timeout / 2)) return rank;
   return oldest;
 }

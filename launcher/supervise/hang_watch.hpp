@@ -4,7 +4,10 @@
 // the rendezvous, and would otherwise never be found. Advancing a step renews a rank's time; a
 // goodbye (the rank's interpreter is exiting) renews it once more, so that a rank stopped on
 // its way out is found as well; an end takes the rank out of the watch. Heartbeats without a
-// step tell a rank that waits from one that is stopped: the hang is blamed on the latter.
+// step tell a rank that waits from one that is stopped: the hang is blamed on the latter. A rank
+// inside torch's rendezvous (init_process_group, between its "rendezvous" and "ready" events)
+// sends no heartbeats either, since torch holds the GIL there; among silent ranks, one that is
+// not waiting in the rendezvous is blamed before those that wait in it.
 #pragma once
 
 #include <chrono>
@@ -25,6 +28,9 @@ class HangWatch {
   void heard(std::uint32_t rank, Clock::time_point now);  // any report (a heartbeat)
   void advanced(std::uint32_t rank, Clock::time_point now);
   void goodbye(std::uint32_t rank, Clock::time_point now);
+  // The rank entered torch's rendezvous (its heartbeats may stop there), and left it (ready).
+  void rendezvous(std::uint32_t rank) { in_rendezvous_.insert(rank); }
+  void ready(std::uint32_t rank) { in_rendezvous_.erase(rank); }
   void ended(std::uint32_t rank);
 
   // Once a rank made no progress for more than `timeout`: the rank to blame, the one silent
@@ -40,6 +46,7 @@ class HangWatch {
   std::map<std::uint32_t, Clock::time_point> last_;
   std::map<std::uint32_t, Clock::time_point> heard_;  // the last report of any kind
   std::set<std::uint32_t> ended_;
+  std::set<std::uint32_t> in_rendezvous_;
 };
 
 }  // namespace primus::launch

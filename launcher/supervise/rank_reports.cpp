@@ -53,7 +53,10 @@ void RankReports::on_hello(const Report& r) {
 
 void RankReports::on_event(const Report& r) {
   EventLog& events = *context_.events;
-  if (r.event == "ready") {
+  if (r.event == "rendezvous") {
+    if (!r.wrapper) watch_.rendezvous(r.rank);
+  } else if (r.event == "ready") {
+    if (!r.wrapper) watch_.ready(r.rank);
     if (!r.wrapper && ready_.insert(r.rank).second && ready_.size() == context_.world_size) {
       events.write(
           {"ranks-ready", std::nullopt, context_.node, {{"seconds", seconds_since(started_)}}});

@@ -159,6 +159,9 @@ def _init_torch(job):
         return
     if job.world_size > 1 and dist.is_available() and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
+        # torch holds the GIL in the rendezvous: the heartbeats stop until "ready", and the
+        # launcher's hang watch then knows this rank waits rather than being stopped.
+        _control.event("rendezvous")
         dist.init_process_group(backend, init_method="env://", rank=job.rank,
                                 world_size=job.world_size)
         # The group primus made is torn down before the interpreter's own teardown: left to the

@@ -1,4 +1,5 @@
-// primus-ckpt's output of names and fields from hostile files (ckpt/tools/render.cpp).
+// primus-ckpt's output of names and fields from hostile files (common/cli/render.cpp, under
+// ckpt/tools/render.hpp's names).
 #include <gtest/gtest.h>
 
 #include <algorithm>

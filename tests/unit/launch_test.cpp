@@ -183,6 +183,40 @@ TEST(LaunchHangWatch, ARankSilentSinceTheFirstHelloOrOnItsWayOutIsHung) {
   EXPECT_EQ(watch.hung(t0 + s(31), s(5)), 2U);
 }
 
+TEST(LaunchHangWatch, RanksWaitingInTheRendezvousAreNotBlamedBeforeAStoppedOne) {
+  using Clock = HangWatch::Clock;
+  const Clock::time_point t0{};
+  const auto s = [](int n) { return std::chrono::seconds(n); };
+  // Ranks 0 and 1 enter torch's rendezvous at 12 and fall silent there (torch holds the GIL);
+  // rank 2 heartbeats until 14, when it is stopped before reaching it. Rank 0 is the silent
+  // longest, yet rank 2 is the one.
+  HangWatch watch(3);
+  for (std::uint32_t rank = 0; rank < 3; ++rank)
+    watch.hello(rank, t0 + s(10));
+  watch.heard(0, t0 + s(11));
+  watch.heard(1, t0 + s(12));
+  watch.rendezvous(0);
+  watch.rendezvous(1);
+  watch.heard(2, t0 + s(14));
+  EXPECT_EQ(watch.hung(t0 + s(30), s(10)), 2U);
+  // Without the rendezvous events, the silent longest: rank 0.
+  HangWatch unaware(3);
+  for (std::uint32_t rank = 0; rank < 3; ++rank)
+    unaware.hello(rank, t0 + s(10));
+  unaware.heard(0, t0 + s(11));
+  unaware.heard(1, t0 + s(12));
+  unaware.heard(2, t0 + s(14));
+  EXPECT_EQ(unaware.hung(t0 + s(30), s(10)), 0U);
+  // Every rank in the rendezvous (the stopped one among them): the silent longest again.
+  watch.rendezvous(2);
+  EXPECT_EQ(watch.hung(t0 + s(30), s(10)), 0U);
+  // Past it (ready), a rank's silence counts as before.
+  watch.ready(0);
+  watch.ready(1);
+  watch.ready(2);
+  EXPECT_EQ(watch.hung(t0 + s(30), s(10)), 0U);
+}
+
 TEST(LaunchOutcome, EveryRankAtZeroIsFinished) {
   const Outcome outcome = judge({{1, exited(0), false}, {0, exited(0), false}}, false, 75);
   EXPECT_EQ(outcome.verdict, Verdict::kFinished);
