@@ -10,23 +10,28 @@ constexpr std::uint64_t kMaxFixedRecord = std::uint64_t{1} << 30;
 }  // namespace
 
 std::optional<RecordFormat> parse_format(std::string_view text) {
-  if (text == "lines") return RecordFormat{FormatKind::kLines, 0};
-  if (text == "tfrecord") return RecordFormat{FormatKind::kTfrecord, 0};
-  constexpr std::string_view kFixed = "fixed:";
-  if (text.substr(0, kFixed.size()) != kFixed) return std::nullopt;
-  const auto size = parse_unsigned(text.substr(kFixed.size()), kMaxFixedRecord);
-  if (!size || *size == 0 || *size > kMaxFixedRecord) return std::nullopt;
-  return RecordFormat{FormatKind::kFixed, *size};
+  for (const FormatName& row : kFormatNames) {
+    if (!row.sized) {
+      if (text == row.name) return RecordFormat{row.kind, 0};
+      continue;
+    }
+    if (text.size() <= row.name.size() || text.substr(0, row.name.size()) != row.name ||
+        text[row.name.size()] != ':') {
+      continue;
+    }
+    const auto size = parse_unsigned(text.substr(row.name.size() + 1), kMaxFixedRecord);
+    if (!size || *size == 0 || *size > kMaxFixedRecord) return std::nullopt;
+    return RecordFormat{row.kind, *size};
+  }
+  return std::nullopt;
 }
 
 std::string to_string(const RecordFormat& format) {
-  switch (format.kind) {
-    case FormatKind::kLines:
-      return "lines";
-    case FormatKind::kFixed:
-      return "fixed:" + std::to_string(format.record_size);
-    case FormatKind::kTfrecord:
-      return "tfrecord";
+  for (const FormatName& row : kFormatNames) {
+    if (row.kind != format.kind) continue;
+    std::string text(row.name);
+    if (row.sized) text += ":" + std::to_string(format.record_size);
+    return text;
   }
   return "?";
 }

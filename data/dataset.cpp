@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "file_index.hpp"
+#include "formats/format_ops.hpp"
 #include "primus/common/error.hpp"
 #include "primus/common/keyed_hash.hpp"
 
@@ -52,6 +53,7 @@ std::shared_ptr<const Dataset> Dataset::open(const std::string& spec, const Open
   const std::vector<std::string> paths = list_dataset_files(spec, options.what);
   std::shared_ptr<Dataset> dataset(new Dataset());
   dataset->format_ = options.format;
+  dataset->format_ops_ = &format_ops(options.format.kind);
   dataset->files_.resize(paths.size());
   dataset->indexes_.resize(paths.size());
   std::vector<std::exception_ptr> errors(paths.size());
@@ -121,25 +123,7 @@ RecordLocation Dataset::locate(std::uint32_t file, std::uint64_t record) const {
   const std::uint64_t local = record - files_[file].first_record;
   RecordLocation where;
   where.file = file;
-  switch (format_.kind) {
-    case FormatKind::kFixed:
-      where.frame_offset = where.offset = local * format_.record_size;
-      where.frame_length = where.length = format_.record_size;
-      break;
-    case FormatKind::kLines: {
-      where.frame_offset = where.offset = index.starts[local];
-      where.frame_length = index.starts[local + 1] - index.starts[local];
-      const bool unterminated = index.last_line_unterminated && local + 1 == index.records;
-      where.length = where.frame_length - (unterminated ? 0 : 1);
-      break;
-    }
-    case FormatKind::kTfrecord:
-      where.frame_offset = index.starts[local];
-      where.frame_length = index.starts[local + 1] - index.starts[local];
-      where.offset = where.frame_offset + kTfrecordHeader;
-      where.length = where.frame_length - kTfrecordOverhead;
-      break;
-  }
+  format_ops_->locate(format_, index, local, where);
   return where;
 }
 

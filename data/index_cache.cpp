@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "file_index.hpp"
+#include "formats/format_ops.hpp"
 #include "index_file.hpp"
 #include "index_scan.hpp"
 #include "primus/common/error.hpp"
@@ -60,18 +61,14 @@ std::string absolute(const std::string& path) {
 // The cache directory's name for a file: the hash of its absolute path (two files of one name
 // in different directories differ), and its name for people.
 // One index per format: reading a file as lines never replaces its TFRecord index.
-std::string index_suffix(FormatKind kind) {
-  return kind == FormatKind::kLines ? ".primus-lines-index" : ".primus-tfrecord-index";
-}
-
-std::string elsewhere_name(const std::string& path, FormatKind kind) {
+std::string elsewhere_name(const std::string& path, const FormatOps& ops) {
   constexpr SipKey kKey = {'p', 'r', 'i', 'm', 'u', 's', ' ', 'i',
                            'n', 'd', 'e', 'x', ' ', 'd', 'i', 'r'};
   const std::string full = absolute(path);
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016llx",
                 static_cast<unsigned long long>(siphash24(kKey, full.data(), full.size())));
-  return std::string(hash) + "-" + base_name(path) + index_suffix(kind);
+  return std::string(hash) + "-" + base_name(path) + std::string(ops.index_suffix);
 }
 
 // Maps a cached index and checks it; null when it is missing, not trusted, or not valid.
@@ -191,15 +188,9 @@ std::unique_ptr<Dataset::FileIndex> index_file(const std::string& path, const Op
   file.size = identity.size;
   const RecordFormat& format = options.format;
 
-  if (format.kind == FormatKind::kFixed) {
-    const std::uint64_t tail = identity.size % format.record_size;
-    if (tail != 0) {
-      throw Error(path + ": byte offset " + std::to_string(identity.size - tail) +
-                  ": truncated record: the last " + std::to_string(tail) + " bytes are not a " +
-                  std::to_string(format.record_size) +
-                  "-byte record (fixed:" + std::to_string(format.record_size) + ")");
-    }
-    file.records = identity.size / format.record_size;
+  const FormatOps& ops = format_ops(format.kind);
+  if (!ops.indexed()) {
+    file.records = ops.count_records(format, path, identity.size);
     file.origin = IndexOrigin::kNone;
     auto index = std::make_unique<Dataset::FileIndex>();
     index->records = file.records;
@@ -207,8 +198,8 @@ std::unique_ptr<Dataset::FileIndex> index_file(const std::string& path, const Op
   }
 
   const std::string beside_dir = dir_name(path);
-  const std::string beside_name = "." + base_name(path) + index_suffix(format.kind);
-  const std::string elsewhere = elsewhere_name(path, format.kind);
+  const std::string beside_name = "." + base_name(path) + std::string(ops.index_suffix);
+  const std::string elsewhere = elsewhere_name(path, ops);
   if (options.use_cache) {
     if (auto index = load_cached(beside_dir + "/" + beside_name, format.kind, identity)) {
       file.records = index->records;

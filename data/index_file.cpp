@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "../common/crc32c.hpp"
+#include "formats/format_ops.hpp"
 
 namespace primus::data {
 namespace {
@@ -50,8 +51,9 @@ std::vector<std::uint8_t> serialize_index(FormatKind kind, const FileIdentity& i
 bool starts_are_sound(FormatKind kind, const std::uint64_t* starts, std::uint64_t records,
                       std::uint64_t size, bool last_line_unterminated) {
   if (starts[0] != 0 || starts[records] != size) return false;
-  if (kind == FormatKind::kLines && last_line_unterminated && records == 0) return false;
-  const std::uint64_t least = kind == FormatKind::kTfrecord ? kTfrecordOverhead : 1;
+  const FormatOps& ops = format_ops(kind);
+  if (last_line_unterminated && (records == 0 || !ops.may_end_unterminated)) return false;
+  const std::uint64_t least = ops.least_frame;
   for (std::uint64_t i = 0; i < records; ++i) {
     if (starts[i + 1] < starts[i] || starts[i + 1] - starts[i] < least) return false;
   }
@@ -89,7 +91,9 @@ std::optional<IndexView> parse_index(const std::uint8_t* bytes, std::size_t size
   view.records = records;
   view.starts = reinterpret_cast<const std::uint64_t*>(bytes + kIndexHeaderSize);
   view.last_line_unterminated = (flags & kFlagUnterminated) != 0;
-  if (kind != FormatKind::kLines && view.last_line_unterminated) return fail("unknown flags");
+  if (view.last_line_unterminated && !format_ops(kind).may_end_unterminated) {
+    return fail("unknown flags");
+  }
   if (!starts_are_sound(kind, view.starts, records, identity.size, view.last_line_unterminated)) {
     return fail("record starts that do not describe the file");
   }

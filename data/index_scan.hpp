@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,30 +33,25 @@ struct ScannedIndex {
   std::uint64_t records() const { return starts.size() - 1; }
 };
 
-// Lines or TFRecord (fixed-size records need no index). Throws RecordError.
+class FormatScanner;
+
+// The scanner of a format with an index (data/formats/format_ops.hpp); throws Error for a format
+// with none (fixed-size records) and RecordError for a fault in the bytes.
 class IndexScanner {
  public:
   explicit IndexScanner(FormatKind kind);
+  ~IndexScanner();
+  IndexScanner(const IndexScanner&) = delete;
+  IndexScanner& operator=(const IndexScanner&) = delete;
   void feed(const std::uint8_t* data, std::size_t size);
   // The end of the file: throws RecordError for a truncated record.
   ScannedIndex finish();
   std::uint64_t bytes_seen() const { return position_; }
 
  private:
-  void feed_lines(const std::uint8_t* data, std::size_t size);
-  void feed_tfrecord(const std::uint8_t* data, std::size_t size);
-
-  FormatKind kind_;
+  std::unique_ptr<FormatScanner> format_;
   ScannedIndex index_;
   std::uint64_t position_ = 0;  // bytes fed so far
-  // TFRecord: the part of the current frame seen so far.
-  enum class Part { kHeader, kData, kFooter } part_ = Part::kHeader;
-  std::uint8_t pending_[kTfrecordHeader] = {};
-  std::size_t pending_size_ = 0;
-  std::uint64_t record_start_ = 0;
-  std::uint64_t data_left_ = 0;
-  std::uint64_t data_length_ = 0;
-  std::uint32_t data_crc_state_ = 0xFFFFFFFFU;
 };
 
 // The whole of `size` bytes at once.

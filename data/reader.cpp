@@ -9,6 +9,7 @@
 #include <exception>
 #include <thread>
 
+#include "formats/format_ops.hpp"
 #include "primus/common/error.hpp"
 #include "primus/data/format.hpp"
 #include "worker_pool.hpp"
@@ -220,12 +221,12 @@ void RecordReader::read_run(const Run& run, std::uint8_t* const* dest) {
     capacity = size;
   }
   read_exactly(run, staging.get(), size);
-  const bool tfrecord = dataset_->format().kind == FormatKind::kTfrecord;
+  const auto check = format_ops(dataset_->format().kind).check;
   for (std::size_t i = run.first; i < run.last; ++i) {
     const RecordLocation& at = where_[i];
     const std::uint8_t* frame = staging.get() + (at.frame_offset - run.begin);
-    if (tfrecord) {
-      if (const auto fault = check_tfrecord_frame(frame, at.frame_length)) {
+    if (check != nullptr) {
+      if (const auto fault = check(frame, at.frame_length)) {
         throw Error(dataset_->files()[run.file].path + ": byte offset " +
                     std::to_string(at.frame_offset) + ": " + *fault);
       }

@@ -138,12 +138,12 @@ py::object read_records(RecordReader& reader, const std::uint64_t* ids, std::siz
   }
   dest.assign(count, nullptr);
   const auto& format = reader.dataset().format();
-  if (format.kind == primus::FormatKind::kFixed) {
-    const auto width = static_cast<py::ssize_t>(format.record_size);
+  if (const std::uint64_t size = primus::data::fixed_record_size(format); size != 0) {
+    const auto width = static_cast<py::ssize_t>(size);
     py::array_t<std::uint8_t> rows({static_cast<py::ssize_t>(count), width});
     std::uint8_t* const out = rows.mutable_data();
     for (std::size_t i = 0; i < count; ++i)
-      dest[i] = out + i * format.record_size;
+      dest[i] = out + i * size;
     ReleasedGil release;
     reader.read_into(dest.data());
     return std::move(rows);

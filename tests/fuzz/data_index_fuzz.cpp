@@ -1,11 +1,11 @@
-// Fuzz target for the data index: the TFRecord and lines scanner (data/index_scan.cpp) and the
-// stored-index reader (data/index_file.cpp), libFuzzer; standalone_main.cpp replays inputs
-// without it. Any bytes either scan or throw RecordError; what scans must scan the same when
-// fed in pieces, describe the file soundly, survive a round trip through a stored index, and
-// for TFRecord pass every frame's CRC check. Any bytes given as a stored index are refused or
-// describe a file of the size they claim. Anything else (another exception, a failed check, a
-// sanitizer report) aborts. Seeded with TFRecord files, text and stored indexes
-// (tests/fuzz/corpus/data-index); crashes found are kept there.
+// Fuzz target for the data index: the scanner of every indexed record format (data/formats/,
+// through data/index_scan.cpp) and the stored-index reader (data/index_file.cpp), libFuzzer;
+// standalone_main.cpp replays inputs without it. Any bytes either scan or throw RecordError; what
+// scans must scan the same when fed in pieces, describe the file soundly, survive a round trip
+// through a stored index, and pass every frame's check (TFRecord's CRCs). Any bytes given as a
+// stored index are refused or describe a file of the size they claim. Anything else (another
+// exception, a failed check, a sanitizer report) aborts. Seeded with TFRecord files, text and
+// stored indexes (tests/fuzz/corpus/data-index); crashes found are kept there.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../../data/formats/format_ops.hpp"
 #include "../../data/index_file.hpp"
 #include "../../data/index_scan.hpp"
 
@@ -53,10 +54,10 @@ void scan(FormatKind kind, const std::uint8_t* data, std::size_t size) {
   for (std::size_t at = 0; at < size; at += piece)
     pieces.feed(data + at, std::min(piece, size - at));
   if (pieces.finish().starts != whole.starts) fail("scanning in pieces gave another index");
-  if (kind == FormatKind::kTfrecord) {
+  if (const auto check = primus::data::format_ops(kind).check) {
     for (std::uint64_t i = 0; i < whole.records(); ++i) {
-      const auto fault = primus::data::check_tfrecord_frame(
-          data + whole.starts[i], static_cast<std::size_t>(whole.starts[i + 1] - whole.starts[i]));
+      const auto fault = check(data + whole.starts[i],
+                               static_cast<std::size_t>(whole.starts[i + 1] - whole.starts[i]));
       if (fault) fail("a scanned frame fails its check: " + *fault);
     }
   }
@@ -81,7 +82,9 @@ void parse_stored(const std::uint8_t* data, std::size_t size) {
   const FileIdentity identity{header_u64(bytes, size, 24), header_u64(bytes, size, 32),
                               header_u64(bytes, size, 40), header_u64(bytes, size, 48),
                               header_u64(bytes, size, 56)};
-  for (const FormatKind kind : {FormatKind::kLines, FormatKind::kTfrecord}) {
+  for (const primus::FormatName& row : primus::kFormatNames) {
+    const FormatKind kind = row.kind;
+    if (!primus::data::format_ops(kind).indexed()) continue;
     std::string why;
     const auto view = primus::data::parse_index(bytes, size, kind, identity, &why);
     if (!view) {
@@ -98,8 +101,9 @@ void parse_stored(const std::uint8_t* data, std::size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    scan(FormatKind::kTfrecord, data, size);
-    scan(FormatKind::kLines, data, size);
+    for (const primus::FormatName& row : primus::kFormatNames) {
+      if (primus::data::format_ops(row.kind).indexed()) scan(row.kind, data, size);
+    }
     parse_stored(data, size);
   } catch (const std::exception& e) {
     fail(std::string("unexpected exception: ") + e.what());

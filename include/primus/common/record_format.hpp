@@ -20,6 +20,20 @@ struct RecordFormat {
   }
 };
 
+// The names of the formats, one row each: the value stored in index files (never renumbered),
+// and whether the name takes a record size (fixed:N). What libprimus-data does with each format
+// is its row in data/formats/ (docs/architecture.md, "Where to add").
+struct FormatName {
+  std::string_view name;
+  FormatKind kind;
+  bool sized;
+};
+inline constexpr FormatName kFormatNames[] = {
+    {"lines", FormatKind::kLines, false},
+    {"fixed", FormatKind::kFixed, true},
+    {"tfrecord", FormatKind::kTfrecord, false},
+};
+
 // "lines", "fixed:N" (N from 1 to 2^30 bytes) or "tfrecord"; nullopt for anything else.
 std::optional<RecordFormat> parse_format(std::string_view text);
 std::string to_string(const RecordFormat& format);

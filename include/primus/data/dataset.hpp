@@ -67,6 +67,8 @@ struct RecordLocation {
   std::uint64_t length = 0;
 };
 
+struct FormatOps;  // what libprimus-data knows of one record format (internal)
+
 class Dataset {
  public:
   // Lists, checks and indexes the files (in parallel over files). Throws Error.
@@ -92,6 +94,7 @@ class Dataset {
  private:
   Dataset() = default;
   RecordFormat format_;
+  const FormatOps* format_ops_ = nullptr;  // the format's row (internal)
   std::vector<DataFile> files_;
   std::vector<std::unique_ptr<FileIndex>> indexes_;
   std::uint64_t records_ = 0;

@@ -18,6 +18,9 @@ using primus::parse_format;
 using primus::RecordFormat;
 using primus::to_string;
 
+// The size of every record of `format` (fixed:N), or 0 when the records' sizes vary.
+std::uint64_t fixed_record_size(const RecordFormat& format);
+
 // TFRecord framing: the header is the length and its masked CRC, the footer the data's.
 inline constexpr std::size_t kTfrecordHeader = 12;
 inline constexpr std::size_t kTfrecordFooter = 4;
