@@ -23,6 +23,12 @@ const std::vector<OptionSpec>& option_table() {
        "Load checkpoints from a directory that other users can write (a group-shared or "
        "world-writable root). Refused by default: a checkpoint is input as trusted as code, and "
        "in such a directory someone else may have put it."},
+      {"primus-fresh", "PRIMUS_FRESH", "", "", OptionArg::kNone, OptionScope::kUser, "1", "0",
+       validators::boolean,
+       "Start the job afresh: before its first start, move its checkpoint directory aside as "
+       "CKPT.old-TIME (kept, never mixed with the new run's), so that it does not resume from an "
+       "earlier run's checkpoints. A requeue or a restart of the same job still resumes from its "
+       "own. Done by primus-launch, else by rank 0 of a plain srun or script."},
       {"primus-coll-integrity", "PRIMUS_COLL_INTEGRITY", "coll_integrity", "", OptionArg::kNone,
        OptionScope::kUser, "1", "0", validators::boolean,
        "Authenticate every message of Primus's own connections (its CPU collectives and TCP "

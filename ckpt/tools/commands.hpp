@@ -24,5 +24,6 @@ Command inspect_command();
 Command verify_command();
 Command prune_command();
 Command diff_command();
+Command set_aside_command();
 
 }  // namespace primus::ckpt::tool

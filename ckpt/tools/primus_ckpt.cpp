@@ -24,6 +24,7 @@ constexpr const char* kUsage =
     "  prune DIR --keep N [--every K] [--dry-run]\n"
     "                                     remove old checkpoints (never LATEST's)\n"
     "  diff DIR STEP_A STEP_B             compare two checkpoints' tensors\n"
+    "  set-aside DIR                      move DIR aside as DIR.old-TIME (--primus-fresh)\n"
     "Every command takes --json (one JSON document instead of tables) and --help.\n"
     "  --help      this text; --version the version\n"
     "\n"
@@ -31,13 +32,14 @@ constexpr const char* kUsage =
     "other failures.\n";
 
 std::vector<Command> all_commands() {
-  return {list_command(),   latest_command(), inspect_command(),
-          verify_command(), prune_command(),  diff_command()};
+  return {list_command(),  latest_command(), inspect_command(),  verify_command(),
+          prune_command(), diff_command(),   set_aside_command()};
 }
 
 int run(int argc, char** argv) {
   if (argc < 2)
-    throw UsageError("missing COMMAND: list, latest, inspect, verify, prune or diff (see --help)");
+    throw UsageError(
+        "missing COMMAND: list, latest, inspect, verify, prune, diff or set-aside (see --help)");
   const std::string first = argv[1];
   if (first == "--help" || first == "-h") {
     std::cout << kUsage;
@@ -61,8 +63,9 @@ int run(int argc, char** argv) {
         [&](std::ostream& out, std::ostream& err) { return command.run(args, out, err); });
   }
   if (first.rfind('-', 0) == 0) throw UsageError("unknown option '" + first + "' (see --help)");
-  throw UsageError("unknown command '" + first +
-                   "': expected list, latest, inspect, verify, prune or diff (see --help)");
+  throw UsageError(
+      "unknown command '" + first +
+      "': expected list, latest, inspect, verify, prune, diff or set-aside (see --help)");
 }
 
 }  // namespace

@@ -63,6 +63,10 @@ struct Report {
   std::optional<std::uint64_t> gpu_memory_bytes;
   std::optional<double> gpu_utilization_ratio;
   std::optional<NodeReport> node_stats;
+  // A training loop's plan (primus.train): the job's step when this process started, and the
+  // steps of the whole run; the job's step now is start_step + steps.
+  std::optional<std::uint64_t> start_step;
+  std::optional<std::uint64_t> total_steps;
   // scalars (step in `steps`; values by name; non-finite as NaN or +-inf)
   std::optional<double> time;
   std::vector<std::pair<std::string, double>> values;

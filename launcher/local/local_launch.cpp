@@ -69,6 +69,7 @@ int local_launch(const Settings& s, const Environment& env, const ResolvedComman
   supervised.ckpt_root = resolve_ckpt_dir(options, job.submit_dir, job_path.string());
   supervised.given_resume = lookup(env, "PRIMUS_RESUME");
   supervised.dynamic_data = dynamic_data(options);
+  supervised.fresh = option_enabled(options, "primus-fresh");
   RunnerSettings settings;
   settings.node = node;
   settings.control = &control;

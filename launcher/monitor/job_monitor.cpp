@@ -16,6 +16,7 @@
 
 #include "monitor/prometheus_text.hpp"
 #include "monitor/status.hpp"
+#include "monitor/status_view.hpp"
 #include "primus/common/json_text.hpp"
 #include "supervise/outcome.hpp"
 
@@ -131,6 +132,7 @@ void JobMonitor::append(const os::UniqueFd& fd, const std::string& line, const c
 
 void JobMonitor::start_attempt(std::uint32_t attempt, std::uint32_t world_size) {
   monitor_.start_attempt(attempt, world_size);
+  pace_from_.reset();
   monitor_.set_state("running");
   refresh();
 }
@@ -245,26 +247,29 @@ void JobMonitor::progress_line(const JobStatus& status) {
                                                                        std::chrono::seconds(10))
                                       : setup_.progress_interval);
   if (status.state != "running") return;
-  std::string line = "primus-launch: " + iso_time(wall_seconds()).substr(11, 8) + " step ";
-  const auto steps = monitor_.min_steps();
-  line += steps ? std::to_string(*steps) : std::string("-");
-  char text[128];
-  if (status.samples_per_second) {
-    std::snprintf(text, sizeof text, ", %.1f samples/s", *status.samples_per_second);
-    line += text;
-  }
-  if (status.seconds_since_checkpoint) {
-    std::snprintf(text, sizeof text, ", checkpoint %.0f s ago", *status.seconds_since_checkpoint);
-    line += text;
-    if (status.checkpoint_step) line += " (step " + std::to_string(*status.checkpoint_step) + ")";
-  } else {
-    line += ", no checkpoint yet";
-  }
-  std::size_t stragglers = 0;
+  const Monitor::Progress progress = monitor_.progress();
+  ProgressFacts facts;
+  facts.clock = iso_time(wall_seconds()).substr(11, 8);
+  facts.step = progress.step;
+  facts.total_steps = progress.total_steps;
+  facts.loss = progress.loss;
+  facts.samples_per_second = status.samples_per_second;
+  facts.seconds_since_checkpoint = status.seconds_since_checkpoint;
+  facts.checkpoint_step = status.checkpoint_step;
   for (const RankStatus& r : status.ranks)
-    stragglers += r.straggler ? 1 : 0;
-  if (stragglers > 0) line += ", " + std::to_string(stragglers) + " straggler(s)";
-  std::cerr << line << "\n";
+    facts.stragglers += r.straggler ? 1 : 0;
+  // Time left at this attempt's pace: from the first step the line saw in it.
+  const double now = steady_seconds();
+  if (progress.step && (!pace_from_ || *progress.step < pace_from_->first)) {
+    pace_from_ = {*progress.step, now};
+  }
+  if (progress.step && progress.total_steps && pace_from_ && *progress.step > pace_from_->first &&
+      *progress.total_steps >= *progress.step) {
+    facts.seconds_left = static_cast<double>(*progress.total_steps - *progress.step) *
+                         (now - pace_from_->second) /
+                         static_cast<double>(*progress.step - pace_from_->first);
+  }
+  std::cerr << "primus-launch: " << progress_text(facts) << "\n";
 }
 
 }  // namespace primus::launch

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "control/control_protocol.hpp"
 #include "monitor/metrics_server.hpp"
@@ -74,6 +75,8 @@ class JobMonitor {
   std::chrono::steady_clock::time_point next_progress_;
   std::filesystem::path sd_file_;
   bool warned_ = false;
+  // The progress line's pace: the job's step and the time it first saw in this attempt.
+  std::optional<std::pair<std::uint64_t, double>> pace_from_;
 };
 
 }  // namespace primus::launch

@@ -31,6 +31,8 @@ void Monitor::start_attempt(std::uint32_t attempt, std::uint32_t world_size) {
 void Monitor::heartbeat(RankState& rank, const Report& r, double steady) {
   RankStatus& s = rank.status;
   if (r.steps) s.steps = r.steps;
+  if (r.start_step) s.start_step = r.start_step;
+  if (r.total_steps) s.total_steps = r.total_steps;
   if (r.step_seconds) {
     s.step_seconds = r.step_seconds;
     rank.steps.add(steady, *r.step_seconds);
@@ -103,7 +105,8 @@ void Monitor::on_report(const Report& r, double steady, double wall) {
   if (!r.wrapper) rank.last_report = steady;
   switch (r.kind) {
     case ReportKind::kHello:
-      if (!r.wrapper && s.state == "starting") s.state = "running";
+      // Still starting: its first heartbeat (after primus.init(), the imports and the
+      // rendezvous) says it runs.
       break;
     case ReportKind::kHeartbeat:
       if (s.state == "starting") s.state = "running";
@@ -214,13 +217,19 @@ std::vector<UserScalar> Monitor::scalars() const {
   return out;
 }
 
-std::optional<std::uint64_t> Monitor::min_steps() const {
-  std::optional<std::uint64_t> least;
+Monitor::Progress Monitor::progress() const {
+  Progress out;
   for (const auto& [number, rank] : ranks_) {
-    if (rank.status.state != "running" || !rank.status.steps) continue;
-    least = least ? std::min(*least, *rank.status.steps) : *rank.status.steps;
+    const RankStatus& s = rank.status;
+    if (s.state != "running" || !s.steps) continue;
+    const std::uint64_t step = s.start_step.value_or(0) + *s.steps;
+    out.step = out.step ? std::min(*out.step, step) : step;
+    if (s.total_steps) out.total_steps = std::max(out.total_steps.value_or(0), *s.total_steps);
   }
-  return least;
+  if (const auto it = scalars_.find({0, "loss"}); it != scalars_.end()) {
+    out.loss = it->second.value;
+  }
+  return out;
 }
 
 }  // namespace primus::launch

@@ -59,8 +59,15 @@ class Monitor {
   // The newest value of every scalar of every rank, in (rank, name) order.
   std::vector<UserScalar> scalars() const;
 
-  // For the progress line: the slowest running rank's steps.
-  std::optional<std::uint64_t> min_steps() const;
+  // For the progress line: the job's step of the slowest running rank (its start_step plus its
+  // steps; its steps alone without a training loop's plan), the run's planned steps, and rank
+  // 0's newest "loss" (primus.log).
+  struct Progress {
+    std::optional<std::uint64_t> step;
+    std::optional<std::uint64_t> total_steps;
+    std::optional<double> loss;
+  };
+  Progress progress() const;
 
  private:
   struct RankState {

@@ -1,6 +1,7 @@
 #include "monitor/status_view.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -29,6 +30,32 @@ std::string age(std::optional<double> when, double now) {
 }
 
 }  // namespace
+
+std::string duration_text(double seconds) {
+  const auto whole = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  if (whole >= 3600) return format("%lldh%02lldm", whole / 3600, whole % 3600 / 60);
+  if (whole >= 60) return format("%lldm%02llds", whole / 60, whole % 60);
+  return format("%llds", whole);
+}
+
+std::string progress_text(const ProgressFacts& f) {
+  std::string line = f.clock + " step ";
+  line += f.step ? std::to_string(*f.step) : std::string("-");
+  if (f.total_steps) line += "/" + std::to_string(*f.total_steps);
+  if (f.loss) line += format(", loss %.4g", *f.loss);
+  if (f.samples_per_second) line += format(", %.1f samples/s", *f.samples_per_second);
+  if (f.seconds_left) line += ", " + duration_text(*f.seconds_left) + " left";
+  if (f.seconds_since_checkpoint) {
+    line += format(", checkpoint %.0f s ago", *f.seconds_since_checkpoint);
+    if (f.checkpoint_step) {
+      line += format(" (step %llu)", static_cast<unsigned long long>(*f.checkpoint_step));
+    }
+  } else {
+    line += ", no checkpoint yet";
+  }
+  if (f.stragglers > 0) line += format(", %zu straggler(s)", f.stragglers);
+  return line;
+}
 
 std::string status_view(const JobStatus& s, double now) {
   std::string out =

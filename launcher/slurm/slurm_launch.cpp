@@ -255,6 +255,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   supervised.exclusions = &exclusions;
   supervised.exclude_after = option_number(options, "primus-exclude-after", 1000);
   supervised.dynamic_data = dynamic_data(options);
+  supervised.fresh = option_enabled(options, "primus-fresh") && job.allocation == 0;
 
   block_launcher_signals();  // before the control channel's thread starts
   ControlServer control(control_host, control_port, job.secret, job.world_size,

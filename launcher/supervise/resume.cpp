@@ -49,4 +49,25 @@ NewestCheckpoint find_newest_checkpoint(const std::filesystem::path& root,
               (out.message.empty() ? std::string("primus-ckpt failed") : out.message));
 }
 
+std::optional<std::string> parse_set_aside(const std::string& json_text) {
+  try {
+    const nlohmann::json document = nlohmann::json::parse(json_text);
+    const auto& moved = document.at("moved_to");
+    if (moved.is_null()) return std::nullopt;
+    return moved.get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("primus-ckpt set-aside --json printed what is not its document (" +
+                std::string(e.what()) + "): " + json_text.substr(0, 300));
+  }
+}
+
+std::optional<std::string> set_aside_root(const std::filesystem::path& root,
+                                          std::chrono::seconds timeout) {
+  const SiblingOutput out = run_sibling("primus-ckpt", {"set-aside", "--json", root.string()},
+                                        timeout, "moves the old checkpoints aside");
+  if (out.exit_code == 0) return parse_set_aside(out.message);
+  throw Error("--primus-fresh: cannot move " + root.string() +
+              " aside: " + (out.message.empty() ? std::string("primus-ckpt failed") : out.message));
+}
+
 }  // namespace primus::launch

@@ -36,4 +36,14 @@ std::optional<std::string> resume_point(const NewestCheckpoint& newest,
 NewestCheckpoint find_newest_checkpoint(const std::filesystem::path& root,
                                         std::chrono::seconds timeout);
 
+// What `primus-ckpt set-aside --json` printed: where the root went, or nullopt when there was
+// none (pure). Throws Error for anything else.
+std::optional<std::string> parse_set_aside(const std::string& json_text);
+
+// --primus-fresh: `primus-ckpt set-aside ROOT` (the one implementation, in libprimus-ckpt).
+// Returns where the root went, nullopt when there was none; throws Error with primus-ckpt's
+// message when it cannot be moved.
+std::optional<std::string> set_aside_root(const std::filesystem::path& root,
+                                          std::chrono::seconds timeout);
+
 }  // namespace primus::launch

@@ -34,6 +34,18 @@ void exclude(Supervision& s, const std::string& where, const std::string& why, b
   s.monitor.set_excluded_nodes(excluded_for_status(*s.exclusions));
 }
 
+// "step 48 (DIR)": the checkpoint the ranks committed last in this attempt, else the one it
+// started from; nullopt when there is neither.
+std::optional<std::string> resumes_from(const Supervision& s) {
+  const std::string path = !s.checkpoint.empty() ? s.checkpoint : s.resume.value_or("");
+  if (path.empty()) return std::nullopt;
+  const std::string name = std::filesystem::path(path).filename().string();
+  const auto digits = name.find_first_not_of('0', std::min<std::size_t>(name.size(), 5));
+  if (name.rfind("step-", 0) != 0 || name.size() <= 5) return path;
+  return "step " + (digits == std::string::npos ? std::string("0") : name.substr(digits)) + " (" +
+         path + ")";
+}
+
 // Slurm: the ranks stopped as asked; the job is requeued, or primus-launch exits.
 void carry_out_stop(const Action& action, const AttemptFacts& facts, Supervision& s) {
   const StopDecision& d = *action.stop;
@@ -57,8 +69,9 @@ void carry_out_stop(const Action& action, const AttemptFacts& facts, Supervision
                    {"checkpoint", s.checkpoint}}});
   switch (d.reason) {
     case StopReason::kUserStop:
-      std::cerr << "primus-launch: the ranks stopped as asked (primus-launch stop) after "
-                << "saving " << checkpoint << "; the job is not requeued\n";
+      std::cerr << "primus-launch: stopped at " << resumes_from(s).value_or("the start")
+                << " as asked (primus-launch stop); the job is not requeued: submitting it "
+                << "again resumes from there\n";
       break;
     case StopReason::kCancelled:
       std::cerr << "primus-launch: the job is ending (JobState="
@@ -178,6 +191,12 @@ bool carry_out(const Action& action, const AttemptFacts& facts, Supervision& s) 
   if (outcome.verdict == Verdict::kFinished) {
     s.events.write({"finished", std::nullopt, s.node, {{"exit_status", "0"}}});
   } else if (outcome.verdict == Verdict::kStopped) {
+    if (const auto from = resumes_from(s)) {
+      std::cerr << "primus-launch: stopped at " << *from
+                << ": the same command resumes from there\n";
+    } else {
+      std::cerr << "primus-launch: stopped before any checkpoint: the same command starts again\n";
+    }
     s.events.write({"finished",
                     std::nullopt,
                     s.node,

@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "primus/common/error.hpp"
 #include "supervise/resume.hpp"
 #include "supervise/supervision.hpp"
 
@@ -15,6 +16,12 @@ std::optional<std::string> resolve_resume(const std::filesystem::path& root,
   for (const std::string& why : newest.skipped)
     std::cerr << "primus-launch: not resuming from " << why << "\n";
   std::optional<std::string> point = resume_point(newest, given);
+  if (newest.path) {
+    std::cerr << "primus-launch: resuming from step " << *newest.step << " (" << *newest.path
+              << ")\n";
+  } else if (point) {
+    std::cerr << "primus-launch: starting from " << *point << " (PRIMUS_RESUME)\n";
+  }
   if (point) {
     events.write({"resuming",
                   std::nullopt,
@@ -26,8 +33,28 @@ std::optional<std::string> resolve_resume(const std::filesystem::path& root,
   return point;
 }
 
+void set_aside_checkpoints(const std::filesystem::path& root, EventLog& events,
+                           const std::string& node) {
+  const std::optional<std::string> moved = set_aside_root(root, std::chrono::minutes(10));
+  if (!moved) return;
+  std::cerr << "primus-launch: --primus-fresh: moved the earlier checkpoints aside to " << *moved
+            << "\n";
+  events.write({"set-aside", std::nullopt, node, {{"checkpoints", root.string()}, {"to", *moved}}});
+}
+
 int supervise(const SupervisedJob& job, const JobDir& job_dir, AttemptRunner& runner,
               EventLog& events, JobMonitor& monitor) {
+  if (job.fresh) {
+    try {
+      set_aside_checkpoints(job.ckpt_root, events, job.node);
+    } catch (const Error& e) {
+      std::cerr << "primus-launch: " << e.what() << "; no rank was started\n";
+      events.write(
+          {"failed", std::nullopt, job.node, {{"exit_status", "1"}, {"reason", e.what()}}});
+      monitor.set_state("failed");
+      return 1;
+    }
+  }
   // The policy's one state: the ranks' own failures by node over the allocation's attempts.
   RankFailures failures(std::max<std::uint32_t>(1, job.exclude_after));
   const std::uint32_t allocation = job.situation.allocation;

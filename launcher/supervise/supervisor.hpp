@@ -32,6 +32,10 @@ struct SupervisedJob {
   std::filesystem::path ckpt_root;             // where the job's checkpoints are
   std::optional<std::string> given_resume;     // PRIMUS_RESUME as the user gave it
   bool dynamic_data = false;                   // --primus-data-mode=dynamic
+  // --primus-fresh, for this start: on one machine every run of primus-launch (its restarts
+  // happen inside the loop); under Slurm only the job's first allocation (a requeued job
+  // resumes from its own checkpoints).
+  bool fresh = false;
 };
 
 // PRIMUS_RESUME for the next attempt: the newest committed checkpoint under `root` that
@@ -40,6 +44,12 @@ struct SupervisedJob {
 std::optional<std::string> resolve_resume(const std::filesystem::path& root,
                                           const std::optional<std::string>& given, EventLog& events,
                                           const std::string& node);
+
+// --primus-fresh, before the first start of a job (never after a requeue): moves `root` aside
+// (primus-ckpt set-aside), says where, and writes a "set-aside" event. Throws Error when it
+// cannot be moved: no rank may start and mix its checkpoints with the earlier run's.
+void set_aside_checkpoints(const std::filesystem::path& root, EventLog& events,
+                           const std::string& node);
 
 // Runs the job's attempts until the policy says exit; returns primus-launch's exit status.
 int supervise(const SupervisedJob& job, const JobDir& job_dir, AttemptRunner& runner,

@@ -26,6 +26,7 @@ VARIABLES = {
     "PRIMUS_JOB_DIR": (None, "the plugin or primus-launch: the job directory"),
     "PRIMUS_CKPT_DIR": (None, "the plugin or primus-launch: the checkpoint root"),
     "PRIMUS_RESUME": (None, "primus-launch or the user: the checkpoint to resume from"),
+    "PRIMUS_FRESH": ("0", "--primus-fresh: move the checkpoints aside before the first start"),
     "PRIMUS_HEARTBEAT_INTERVAL": ("5", "--primus-heartbeat-interval: seconds (0: none)"),
     "PRIMUS_STOP_INTERVAL": (None, "seconds between should_stop()'s agreements (0.5)"),
     "PRIMUS_PREEMPT_SIGNAL": ("USR2", "--primus-preempt-signal: the warning signal"),

@@ -138,7 +138,22 @@ def _share_from_rank0(rank, compute):
     return value if header[0] == 1 else None
 
 
-def _resolve_resume(ckpt_dir, rank, world_size):
+def _fresh_start(ckpt_dir, restart_count):
+    """--primus-fresh where no primus-launch resolves the resume point (a plain srun or script):
+    the checkpoint directory moved aside (primus-ckpt set-aside's implementation) before the
+    job's first start, never after a requeue or a restart, which resume from the job's own. Run
+    by the one rank that resolves the resume point."""
+    if (_env.given("PRIMUS_FRESH") or "0").lower() not in ("1", "yes", "true") or restart_count:
+        return
+    from . import _ckpt
+
+    moved = _ckpt.set_aside(ckpt_dir)
+    if moved:
+        print(f"primus: --primus-fresh: moved the earlier checkpoints aside to {moved}",
+              file=sys.stderr, flush=True)
+
+
+def _resolve_resume(ckpt_dir, rank, world_size, restart_count=0):
     """Where every rank resumes from (rule 4 of "Preemption and requeue"): the same checkpoint
     on every rank. Under primus-launch (PRIMUS_CONTROL set) the launcher resolved it before the
     attempt: PRIMUS_RESUME, or nothing when it is unset. Otherwise rank 0 resolves it and the
@@ -146,9 +161,15 @@ def _resolve_resume(ckpt_dir, rank, world_size):
     rank resolves alone)."""
     if _env.given("PRIMUS_CONTROL"):
         return _env.given("PRIMUS_RESUME")
-    if world_size == 1 or not _env.is_set("PRIMUS_ENV_VERSION"):
+
+    def resolve():
+        if rank == 0:
+            _fresh_start(ckpt_dir, restart_count)
         return _newest_or_given(ckpt_dir)
-    return _share_from_rank0(rank, lambda: _newest_or_given(ckpt_dir))
+
+    if world_size == 1 or not _env.is_set("PRIMUS_ENV_VERSION"):
+        return resolve()
+    return _share_from_rank0(rank, resolve)
 
 
 def _init_torch(job):
@@ -206,10 +227,10 @@ def init(torch=True):
         job_dir, ckpt_dir = _env.job_directories()
         _env.export("PRIMUS_JOB_DIR", job_dir)  # for this rank's children, and data's index
         _env.export("PRIMUS_CKPT_DIR", ckpt_dir)
-        job = Job(rank, world_size, _env._int_variable("LOCAL_RANK", 0),
-                  _env._int_variable("PRIMUS_RESTART_COUNT",
-                                     _env._int_variable("TORCHELASTIC_RESTART_COUNT", 0)),
-                  job_dir, ckpt_dir, _resolve_resume(ckpt_dir, rank, world_size))
+        restarts = _env._int_variable("PRIMUS_RESTART_COUNT",
+                                      _env._int_variable("TORCHELASTIC_RESTART_COUNT", 0))
+        job = Job(rank, world_size, _env._int_variable("LOCAL_RANK", 0), restarts, job_dir,
+                  ckpt_dir, _resolve_resume(ckpt_dir, rank, world_size, restarts))
         _env.export("PRIMUS_RESUME", job.resume or None)
         _check_main_thread()
         _stop_signals()  # a bad PRIMUS_PREEMPT_SIGNAL fails before any connection

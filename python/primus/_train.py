@@ -6,7 +6,7 @@ import dataclasses
 import sys
 import time
 
-from . import _env, _relaunch
+from . import _control, _env, _relaunch, _resume_check
 
 PER_RANK_BATCH = 32
 DEFAULT_CHECKPOINT_EVERY = 100
@@ -132,6 +132,16 @@ def _collate(batch, device):
     return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
 
 
+def _duration(seconds):
+    """'1h02m', '3m05s', '12s'."""
+    seconds = int(round(max(seconds, 0)))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
 def _seed_of(seed, rank):
     # A generator per rank (different dropout masks on every rank, the same run after run).
     return (int(seed) * 1_000_003 + 7919 * (rank + 1)) % (1 << 63)
@@ -209,9 +219,13 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
         scheduler_interval, checkpoint_every, keep_last)
     run.log_every, run.num_workers, run.on_step = log_every, num_workers, on_step
     run.metadata = {"primus.train": {"epochs": epochs, "global_batch_size": ds.global_batch_size,
-                                     "world_size": job.world_size}}
+                                     "world_size": job.world_size,
+                                     "optimizer": type(optimizer).__name__,
+                                     "command": list(sys.argv)}}
+    run.total_steps = ds.steps_per_epoch * epochs
     torch.manual_seed(_seed_of(seed, job.rank))
     run.restore()
+    _control.training_plan(run.step, run.total_steps)
     return run.finish(run.epochs(epochs), exit_on_stop)
 
 
@@ -242,12 +256,10 @@ class _Run:
         if restored is None:
             return
         saved = restored.state
+        _resume_check.check(restored, self.model, self.optimizer, self.lr_scheduler, self.ds)
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         if self.lr_scheduler is not None:
-            if "lr_scheduler" not in saved:
-                raise ValueError(f"primus.train: {restored.path} holds no scheduler state, and "
-                                 "this run has an lr_scheduler")
             self.lr_scheduler.load_state_dict(saved["lr_scheduler"])
         if restored.data_cursor is not None:
             self.ds.load_state_dict(restored.data_cursor)
@@ -304,6 +316,7 @@ class _Run:
 
         ds = self.ds
         self.started = time.perf_counter()
+        self.epoch_mark = (self.step, self.started)
         window_start, window_steps = self.started, 0
         for epoch in ds.epochs(count):
             left = len(epoch)
@@ -331,7 +344,23 @@ class _Run:
                         self.save(step, blocking=True)
                     self.commit()
                     return True
+            self.report_epoch(epoch.epoch, count)
         return False
+
+    def report_epoch(self, epoch, count):
+        """Rank 0's line at the end of an epoch: the step of the total, the loss of its last
+        batch, the samples per second of all ranks over the epoch, and the time left at the
+        rate of this run."""
+        now = time.perf_counter()
+        (mark_step, mark_time), self.epoch_mark = self.epoch_mark, (self.step, now)
+        steps = self.step - mark_step
+        if self.job.rank != 0 or steps <= 0:
+            return
+        rate = steps * self.ds.global_batch_size / max(now - mark_time, 1e-9)
+        left = (self.total_steps - self.step) * (now - self.started) / self.ran
+        print(f"primus.train: epoch {epoch + 1}/{count}: step {self.step}/{self.total_steps}, "
+              f"loss {float(self.loss):.4f}, {rate:,.0f} samples/s, {_duration(left)} left",
+              file=sys.stderr, flush=True)
 
     def finish(self, stopped, exit_on_stop):
         """The last checkpoint committed and the result; SystemExit(EXIT_PREEMPTED) after a stop
@@ -339,7 +368,8 @@ class _Run:
         import primus
         from . import checkpoint
 
-        if not stopped and self.saved_step != self.step:
+        # A run that took no step commits nothing (epochs=0, or resumed at its end).
+        if not stopped and self.ran and self.saved_step != self.step:
             self.save(self.step, blocking=True)
         self.commit()
         checkpoint.release_staging()

@@ -53,6 +53,25 @@ _lock = threading.Lock()
 # Host copies of the last asynchronous save, reused by the next one: memory holds at most one
 # copy of the state. release_staging() frees it.
 _staging = {}
+# The newest step this process saved or resumed from, per (checkpoint root, rank): a later save
+# must be above it (_check_forward).
+_own_steps = {}
+
+
+def _own_key(root, rank):
+    return os.path.realpath(root), rank
+
+
+def _check_forward(root, rank, step):
+    """Refuses a save at or below this process's own last save or resume step under `root`: a
+    run's checkpoints only go forward, so that a step committed earlier in the run is never
+    silently replaced. (A run resumed from step N may save a step above N that an earlier run
+    also saved: that replaces the earlier copy, as docs/architecture.md says.)"""
+    last = _own_steps.get(_own_key(root, rank))
+    if last is not None and step <= last[0]:
+        raise ValueError(f"primus.checkpoint.save: step {step} is not above step {last[0]}, "
+                         f"which this run {last[1]} in {root}; a run's checkpoints go forward "
+                         f"(save a step above {last[0]})")
 
 
 def _default_agree(world_size):
@@ -228,6 +247,9 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
         raise ValueError(f"step: expected a non-negative integer, got {step!r}")
     if not 0 <= owner < world_size:
         raise ValueError(f"owner: expected a rank below {world_size}, got {owner}")
+    _check_forward(root, rank, step)
+    before = _own_steps.get(_own_key(root, rank))
+    _own_steps[_own_key(root, rank)] = (step, "saved")
     agree = agree or _default_agree(world_size)
     if rank == 0:
         _control.event("checkpoint-started", step=step)
@@ -293,7 +315,11 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
             write()
         except Exception as e:  # the other ranks must hear of it through agree()
             error = e
-        return commit(agree, error)
+        try:
+            return commit(agree, error)
+        except BaseException:
+            _own_steps[_own_key(root, rank)] = before  # nothing was committed: it may be retried
+            raise
     pending = PendingSave(step, write, agree, commit, by_should_stop)
     with _lock:
         _saves.in_flight = pending
@@ -370,14 +396,17 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
     primus.init() (PRIMUS_RESUME; None when there was none), loaded strictly (an error rather
     than another checkpoint, so that no rank starts from a different step), and above one rank
     after primus.init() only once every rank loaded it (else every rank raises). A torn or
-    corrupt newer one is skipped with a warning naming what failed. Loads into any world size: replicated tensors whole, Shard
-    tensors as this rank's rows, PerRank tensors as this rank saved them."""
+    corrupt newer one is skipped with a warning naming what failed. Loads into any world size:
+    replicated tensors whole, Shard tensors as this rank's rows, PerRank tensors as this rank
+    saved them. A run that resumed from step N (this load with no `step`) then saves only steps
+    above N there."""
     rank, world_size = _env.rank_and_world(rank, world_size)
     if dir is None and step is None and _resume_applies():
         resume = _resume_point()
         if resume is None:
             return None  # every rank agreed at init() that there is nothing to resume from
-        return _load_resume_point(resume, rank, world_size, full_verify, restore_rng)
+        return _resumed(_load_resume_point(resume, rank, world_size, full_verify, restore_rng),
+                        rank)
     root = _env.checkpoint_dir(dir)
     if step is None:
         checkpoint, skipped = _ckpt.load_latest(root, full_verify)
@@ -387,7 +416,17 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
         warnings.warn(f"primus.checkpoint: skipped {reason}", RuntimeWarning, stacklevel=2)
     if checkpoint is None:
         return None
-    return _read(checkpoint, skipped, rank, world_size, restore_rng)
+    restored = _read(checkpoint, skipped, rank, world_size, restore_rng)
+    return _resumed(restored, rank) if step is None else restored
+
+
+def _resumed(restored, rank):
+    """Notes that this process resumed from `restored`: its saves there go above it from now on
+    (a process that went back to an older step, as after a corrupt newest one, saves the later
+    steps again)."""
+    key = _own_key(os.path.dirname(os.path.normpath(restored.path)) or ".", rank)
+    _own_steps[key] = (restored.step, "resumed from")
+    return restored
 
 
 def _load_resume_point(resume, rank, world_size, full_verify, restore_rng):

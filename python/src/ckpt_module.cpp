@@ -216,4 +216,8 @@ PYBIND11_MODULE(_ckpt, m) {
       },
       py::arg("root"), py::arg("keep_last"), py::arg("keep_every") = 0,
       py::arg("known_good") = py::none());
+  m.def("set_aside", [](const std::string& root) -> std::optional<std::string> {
+    const auto moved = primus::ckpt::set_aside(root);
+    return moved ? std::optional<std::string>(moved->string()) : std::nullopt;
+  });
 }

@@ -272,6 +272,10 @@ def test_primus_launch_stop_checkpoints_and_is_not_requeued(testbed, prefix):
     assert (ckpt / "manifest.json").exists(), list(ckpt.parent.iterdir())
     names = [e["event"] for e in run.events()]
     assert "stop-requested" in names and "requeued" not in names, run.events()
+    # Where it stopped and how to go on, from the launcher (issue 41).
+    assert (f"primus-launch: stopped at step {int(stopped[0])} ({ckpt}) as asked (primus-launch "
+            "stop); the job is not requeued: submitting it again resumes from there") in \
+        run.output(), run.output()[-4000:]
 
 
 def test_nothing_of_the_job_outlives_a_launcher_killed_with_sigkill(testbed, prefix):

@@ -342,3 +342,32 @@ def test_every_rank_records_the_same_tree_whether_or_not_it_writes_the_tensors()
     for rank in (0, 1):
         with pytest.raises(TypeError, match=r"z: dtype .*cannot be checkpointed"):
             _tree.flatten({"z": torch.zeros(2, dtype=torch.complex64)}, rank, 0)
+
+
+def test_a_save_at_or_below_this_runs_own_last_step_is_refused(tmp_path):
+    # Issue 41: save(step=1) after this process saved step 4 replaced the committed step 1.
+    checkpoint.save({"w": np.arange(3.0)}, 1, dir=tmp_path)
+    checkpoint.save({"w": np.arange(3.0) + 4}, 4, dir=tmp_path)
+    for step in (1, 4):
+        with pytest.raises(ValueError, match=f"step {step} is not above step 4, which this run "
+                                             f"saved in {tmp_path}"):
+            checkpoint.save({"w": np.zeros(3)}, step, dir=tmp_path)
+    assert np.array_equal(checkpoint.load(tmp_path, step=1).state["w"], np.arange(3.0))
+    assert np.array_equal(checkpoint.load(tmp_path, step=4).state["w"], np.arange(3.0) + 4)
+    # Another root keeps its own count.
+    checkpoint.save({"w": np.zeros(3)}, 1, dir=tmp_path / "other")
+    # A run that resumed from step 4 saves above it; one that went back to step 1 (the newest
+    # that verifies) saves from there on, replacing what it saved after.
+    assert checkpoint.load(tmp_path).step == 4
+    with pytest.raises(ValueError, match="step 3 is not above step 4, which this run resumed "
+                                         "from"):
+        checkpoint.save({"w": np.zeros(3)}, 3, dir=tmp_path)
+    shutil.rmtree(tmp_path / "step-000000000004")
+    (tmp_path / "LATEST").write_text("step-000000000001\n")
+    assert checkpoint.load(tmp_path).step == 1
+    checkpoint.save({"w": np.ones(3)}, 4, dir=tmp_path)
+    assert np.array_equal(checkpoint.load(tmp_path).state["w"], np.ones(3))
+    # A save that failed committed nothing and may be tried again.
+    with pytest.raises(TypeError):
+        checkpoint.save({"w": object()}, 5, dir=tmp_path)
+    checkpoint.save({"w": np.ones(3)}, 5, dir=tmp_path)

@@ -287,6 +287,10 @@ def test_a_job_stopped_by_sigterm_resumes_bitwise_equal_under_primus_launch(tmp_
     assert not (stopped / "out.json").exists()
     events = (stopped / "primus-local" / "events.jsonl").read_text()
     assert '"event": "stop-requested"' in events
+    # The launcher says where the job stopped and how to go on (issue 41: it said nothing).
+    ckpt = stopped / "primus-local" / "ckpt"
+    assert (f"primus-launch: stopped at step 13 ({ckpt}/step-000000000013): the same command "
+            "resumes from there\n") in interrupted.stderr, interrupted.stderr
 
     # A copy whose newest checkpoint is torn (a rank file cut short): the launcher resolves the
     # resume point before starting the ranks, names what it skipped, and every rank resumes
@@ -302,6 +306,8 @@ def test_a_job_stopped_by_sigterm_resumes_bitwise_equal_under_primus_launch(tmp_
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "0: rank 0: resumed at step 13" in resumed.stdout, resumed.stdout
     assert "1: rank 1: resumed at step 13" in resumed.stdout, resumed.stdout
+    assert f"primus-launch: resuming from step 13 ({ckpt}/step-000000000013)\n" in \
+        resumed.stderr, resumed.stderr
     assert (stopped / "primus-local" / "logs" / "alloc-1").is_dir()
     events = [json.loads(line) for line in
               (stopped / "primus-local" / "events.jsonl").read_text().splitlines()]
@@ -323,6 +329,58 @@ def test_a_job_stopped_by_sigterm_resumes_bitwise_equal_under_primus_launch(tmp_
         assert a.keys() == b.keys()
         different = [name for name in a if a[name] != b[name]]
         assert not different, f"{run.name}: not bitwise equal after the stop and resume: {different}"
+
+
+def test_primus_fresh_moves_the_old_checkpoints_aside_once_and_a_restart_resumes(tmp_path):
+    """--primus-fresh under primus-launch: the earlier run's checkpoints are kept aside and the
+    job starts at step 0; its own restart (after a rank fails) resumes from its own checkpoint,
+    not afresh; the next run without the option resumes as usual."""
+    pytest.importorskip("torch", reason="torch is not installed for this Python")
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.skip(f"{LAUNCHER} is not built")
+    first = launch(tmp_path, tmp_path / "first.json", stop_at=6)
+    assert first.returncode == 75, first.stdout + first.stderr
+    ckpt = tmp_path / "primus-local" / "ckpt"
+    fresh = launch(tmp_path, tmp_path / "fresh.json", options=("--primus-fresh",),
+                   FAIL_AT=8, FAIL_RANK=1, FAIL_MARKER=tmp_path / "failed-once",
+                   PRIMUS_MAX_RESTARTS=1)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    aside = [p for p in (tmp_path / "primus-local").iterdir() if p.name.startswith("ckpt.old-")]
+    assert len(aside) == 1 and re.fullmatch(r"ckpt\.old-\d{8}T\d{6}Z", aside[0].name), aside
+    assert (aside[0] / "step-000000000006").is_dir()
+    # The new run's checkpoints alone in ckpt/: the stop's step 6 is only in the old ones.
+    assert list(ckpt.glob("step-*")) and not (ckpt / "step-000000000006").exists()
+    assert f"primus-launch: --primus-fresh: moved the earlier checkpoints aside to {aside[0]}" \
+        in fresh.stderr, fresh.stderr
+    # The first attempt started at step 0; the restart after rank 1 failed at step 8 resumed
+    # from the job's own step 5, not afresh.
+    assert re.findall(r"0: rank 0: resumed at step \d+", fresh.stdout) == [
+        "0: rank 0: resumed at step 5"], fresh.stdout
+    assert len(list((tmp_path / "primus-local").glob("ckpt.old-*"))) == 1
+    again = launch(tmp_path, tmp_path / "again.json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "--primus-fresh" not in again.stderr
+    assert "primus-launch: resuming from step" in again.stderr, again.stderr
+
+
+def test_primus_fresh_in_a_plain_script_moves_aside_unless_the_job_was_requeued(tmp_path):
+    make_checkpoint(tmp_path / "ckpt", 3)
+    script = "import primus\njob = primus.init(torch=False)\nprint(job.resume)\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIMUS_", "SLURM_", "RANK"))}
+    env.update(PRIMUS_CKPT_DIR=str(tmp_path / "ckpt"), PRIMUS_FRESH="1", PRIMUS_RESTART_COUNT="1")
+    requeued = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert requeued.returncode == 0, requeued.stderr
+    assert requeued.stdout.strip() == str(tmp_path / "ckpt" / "step-000000000003")
+    env["PRIMUS_RESTART_COUNT"] = "0"
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "None", first.stdout
+    aside = list(tmp_path.glob("ckpt.old-*"))
+    assert len(aside) == 1 and (aside[0] / "step-000000000003").is_dir(), aside
+    assert f"primus: --primus-fresh: moved the earlier checkpoints aside to {aside[0]}" in \
+        first.stderr, first.stderr
 
 
 def make_checkpoint(ckpt_dir, step):

@@ -5,6 +5,7 @@ every record exactly once per epoch relative to the final model, workers=N, and 
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -143,6 +144,13 @@ def test_train_in_a_world_of_one_learns_checkpoints_and_a_second_run_resumes_at_
                (tmp_path / "primus-local" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(2, 49, 2))
     assert all(set(m["values"]) == {"loss", "samples_per_second"} for m in metrics)
+    # Rank 0 says where it is at every epoch's end (issue 41: it said nothing until the end).
+    lines = [line for line in first.stderr.splitlines() if line.startswith("primus.train: epoch")]
+    assert [line.split(",")[0] for line in lines] == [
+        f"primus.train: epoch {e}/6: step {8 * e}/48" for e in range(1, 7)], first.stderr
+    assert all(re.search(r", loss \d+\.\d{4}, [\d,]+ samples/s, (\d+m)?\d+s left$", line)
+               for line in lines), lines
+    assert lines[-1].endswith(" 0s left"), lines
     again = python(SEPARABLE.replace("EPOCHS", "6"), tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout.split()[:3] == ["48", "6", "48"], again.stdout
@@ -154,6 +162,53 @@ def test_train_in_a_world_of_one_learns_checkpoints_and_a_second_run_resumes_at_
     more = python(SEPARABLE.replace("EPOCHS", "7"), tmp_path)
     assert more.returncode == 0, more.stderr
     assert more.stdout.split()[:3] == ["56", "7", "48"], more.stdout
+    assert "primus.train: epoch 7/7: step 56/56, loss " in more.stderr, more.stderr
+    assert "primus.train: epoch" not in again.stderr, again.stderr
+
+
+def test_a_checkpoint_of_another_model_or_dataset_is_refused_before_training(tmp_path):
+    first = python(SEPARABLE.replace("EPOCHS", "1"), tmp_path)
+    assert first.returncode == 0, first.stderr
+    ckpt = tmp_path / "primus-local" / "ckpt"
+    before = sorted(p.name for p in ckpt.iterdir())
+    other = SEPARABLE.replace("EPOCHS", "2").replace("Linear(2, 16), torch.nn.ReLU(), "
+                                                     "torch.nn.Linear(16, 2)",
+                                                     "Linear(2, 8), torch.nn.ReLU(), "
+                                                     "torch.nn.Linear(8, 2)")
+    refused = python(other, tmp_path)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    message = refused.stderr[refused.stderr.index("primus.train: cannot resume"):]
+    assert message.startswith(f"primus.train: cannot resume from {ckpt}/step-000000000008: it "
+                              "was saved by another job\n  model: 0.bias is [16] there, [8] "
+                              "here; 0.weight is [16, 2] there, [8, 2] here; 2.weight is "
+                              "[2, 16] there, [2, 8] here\n"), message
+    assert "  it was saved by: -c\n" in message, message
+    assert "Start afresh with --primus-fresh" in message and "--primus-job-dir" in message
+    assert "Missing key" not in refused.stderr and "size mismatch" not in refused.stderr
+    assert sorted(p.name for p in ckpt.iterdir()) == before  # nothing written
+    # Another dataset, and another optimizer: named as such.
+    data = SEPARABLE.replace("EPOCHS", "2").replace("randn(256, 2)", "randn(320, 2)").replace(
+        "torch.optim.Adam(p, lr=0.02)", "torch.optim.SGD(p, lr=0.02)")
+    refused = python(data, tmp_path)
+    assert refused.returncode == 1
+    assert "  optimizer: Adam there, SGD here\n" in refused.stderr, refused.stderr
+    assert "  data: another dataset (its files, their sizes or record counts: 256 records " \
+           "there, 320 here)\n" in refused.stderr, refused.stderr
+    assert sorted(p.name for p in ckpt.iterdir()) == before
+
+
+def test_epochs_0_trains_and_commits_nothing(tmp_path):
+    code = SEPARABLE.replace("EPOCHS", "0").replace(
+        'result.checkpoint.rsplit("/", 1)[-1]', "result.checkpoint")
+    done = python(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:3] == ["0", "0", "None"], done.stdout
+    assert done.stdout.split()[4:] == ["None", "None"], done.stdout
+    assert not list((tmp_path / "primus-local").glob("ckpt/step-*"))
+    # So a later run starts from step 0, not from a checkpoint of an untrained model.
+    later = python(SEPARABLE.replace("EPOCHS", "1"), tmp_path)
+    assert later.returncode == 0, later.stderr
+    assert later.stdout.split()[:3] == ["8", "1", "None"], later.stdout
 
 
 def test_a_stop_saves_and_exits_75_or_returns_with_exit_on_stop_false(tmp_path):
@@ -335,3 +390,26 @@ def test_the_oracle_catches_a_record_read_twice_and_a_step_taken_from_a_dead_run
         train_oracle.check_exactly_once(bad, 4, 2, 2)
     with pytest.raises(AssertionError, match="missing"):
         train_oracle.check_exactly_once(good[:-1], 4, 2, 2)
+
+
+def test_the_cnn_example_run_twice_resumes_at_its_end_and_says_so(tmp_path, cnn_data):
+    """The installed example as a user runs it, twice in one directory: the second run resumes
+    at the end, trains nothing, and prints the same final line (issue 41: it crashed on a
+    final_loss of None)."""
+    def run():
+        return subprocess.run([sys.executable, str(EXAMPLE / "train.py")], cwd=tmp_path,
+                              env=environment(PRIMUS_DATA=f"{cnn_data}/*.tfrecord", EPOCHS=1),
+                              capture_output=True, text=True, timeout=300)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert re.search(r"^finished: 8 steps, 1 epochs, final loss \d+\.\d{4}, \d+ samples/s$",
+                     first.stdout, re.M), first.stdout
+    assert "primus.train: epoch 1/1: step 8/8, loss " in first.stderr, first.stderr
+    again = run()
+    assert again.returncode == 0, again.stderr
+    assert "primus.train: resumed at step 8" in again.stderr, again.stderr
+    final = [line for line in again.stdout.splitlines() if line.startswith("finished:")]
+    assert final and final[0].split(" samples/s")[0].rsplit(",", 1)[0] == \
+        [line for line in first.stdout.splitlines() if line.startswith("finished:")][0].split(
+            " samples/s")[0].rsplit(",", 1)[0], (first.stdout, again.stdout)
+    assert "primus.train: epoch" not in again.stderr

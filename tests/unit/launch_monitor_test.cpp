@@ -331,3 +331,78 @@ TEST(LaunchMonitor, TheJobDirectoryGoesIntoTheCommentAndComesBack) {
 
 }  // namespace
 }  // namespace primus::launch
+
+namespace primus::launch {
+namespace {
+
+TEST(LaunchMonitorProgress, ARankIsStartingUntilItsFirstHeartbeat) {
+  Monitor monitor("77", 0, 60);
+  monitor.start_attempt(0, 2);
+  monitor.set_state("running");
+  monitor.on_report(hello(0, "n1"), 0, 1000);
+  monitor.on_report(hello(1, "n1"), 0, 1000);
+  JobStatus status = monitor.snapshot(1, 1001, "T");
+  EXPECT_EQ(status.ranks[0].state, "starting");
+  EXPECT_NE(status_view(status, 1001).find("    0  n1           starting         -"),
+            std::string::npos)
+      << status_view(status, 1001);
+  monitor.on_report(heartbeat(0, 3, 0.1, 0.2, 96), 5, 1005);
+  status = monitor.snapshot(5, 1005, "T");
+  EXPECT_EQ(status.ranks[0].state, "running");
+  EXPECT_EQ(status.ranks[1].state, "starting");
+}
+
+TEST(LaunchMonitorProgress, TheJobsStepIsTheSlowestRanksStartStepPlusItsSteps) {
+  Monitor monitor("77", 0, 60);
+  monitor.start_attempt(0, 2);
+  EXPECT_FALSE(monitor.progress().step);
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    Report beat = heartbeat(r, r == 0 ? 12 : 10, 0.1, 0.2, 320);
+    beat.start_step = 300;
+    beat.total_steps = 1000;
+    monitor.on_report(beat, 1, 1001);
+  }
+  Report loss;
+  loss.kind = ReportKind::kScalars;
+  loss.rank = 0;
+  loss.steps = 312;
+  loss.values = {{"loss", 0.41234}};
+  monitor.on_report(loss, 1, 1001);
+  Monitor::Progress progress = monitor.progress();
+  EXPECT_EQ(progress.step, std::optional<std::uint64_t>(310));
+  EXPECT_EQ(progress.total_steps, std::optional<std::uint64_t>(1000));
+  EXPECT_EQ(progress.loss, std::optional<double>(0.41234));
+  // A loop without a plan: its steps alone, and no total.
+  Monitor plain("78", 0, 60);
+  plain.start_attempt(0, 1);
+  plain.on_report(heartbeat(0, 7, 0.1, 0.2, 70), 1, 1001);
+  progress = plain.progress();
+  EXPECT_EQ(progress.step, std::optional<std::uint64_t>(7));
+  EXPECT_FALSE(progress.total_steps);
+  EXPECT_FALSE(progress.loss);
+}
+
+TEST(LaunchMonitorProgress, TheLineSaysTheStepOfTheTotalTheLossAndTheTimeLeft) {
+  ProgressFacts facts;
+  facts.clock = "12:03:04";
+  EXPECT_EQ(progress_text(facts), "12:03:04 step -, no checkpoint yet");
+  facts.step = 300;
+  facts.total_steps = 1000;
+  facts.loss = 0.412345;
+  facts.samples_per_second = 2310;
+  facts.seconds_left = 312;
+  facts.seconds_since_checkpoint = 20;
+  facts.checkpoint_step = 300;
+  facts.stragglers = 1;
+  EXPECT_EQ(progress_text(facts),
+            "12:03:04 step 300/1000, loss 0.4123, 2310.0 samples/s, 5m12s left, checkpoint 20 s "
+            "ago (step 300), 1 straggler(s)");
+  EXPECT_EQ(duration_text(0), "0s");
+  EXPECT_EQ(duration_text(59.4), "59s");
+  EXPECT_EQ(duration_text(60), "1m00s");
+  EXPECT_EQ(duration_text(3725), "1h02m");
+  EXPECT_EQ(duration_text(-5), "0s");
+}
+
+}  // namespace
+}  // namespace primus::launch

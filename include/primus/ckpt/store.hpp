@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -56,5 +57,14 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
 std::vector<std::filesystem::path> prune(const std::filesystem::path& root, std::size_t keep_last,
                                          std::int64_t keep_every = 0,
                                          std::optional<std::int64_t> known_good = std::nullopt);
+
+// --primus-fresh: moves the checkpoint root aside, renamed in its directory to
+// <name>.old-<UTC time> (set_aside_name), never over an existing name, so that a fresh run's
+// checkpoints never mix with an earlier run's and the earlier ones are kept. Returns the new
+// path; nullopt when there is no root. Throws Error naming the root when it is not a directory or
+// cannot be renamed (nothing moved).
+std::optional<std::filesystem::path> set_aside(const std::filesystem::path& root);
+// "ckpt.old-20261206T025300Z", then "...Z-2", "...Z-3" for the `attempt`s after the first. Pure.
+std::string set_aside_name(const std::string& root_name, std::time_t now, int attempt);
 
 }  // namespace primus::ckpt
