@@ -1,5 +1,7 @@
 #include "primus/common/rank_env.hpp"
 
+#include <algorithm>
+
 #include "primus/common/error.hpp"
 #include "primus/common/json_text.hpp"
 
@@ -108,6 +110,13 @@ std::string tf_config(const Topology& topology, std::uint64_t rank,
   return config + suffix;
 }
 
+std::optional<std::uint32_t> omp_threads(const RankEnvInput& in) {
+  if (in.cpus_per_rank) return in.cpus_per_rank;
+  if (!in.node_cpus) return std::nullopt;
+  return std::max<std::uint32_t>(
+      1, *in.node_cpus / std::max<std::uint32_t>(1, in.self.local_world_size));
+}
+
 EnvList rank_environment(const RankEnvInput& in) {
   if (in.topology == nullptr || in.options == nullptr) {
     throw Error("rank environment: topology and options are required");
@@ -128,13 +137,21 @@ EnvList rank_environment(const RankEnvInput& in) {
   set("MASTER_ADDR", in.master_addr);
   set("MASTER_PORT", std::to_string(in.ports.master_port));
   set("TORCHELASTIC_RESTART_COUNT", std::to_string(in.restart_count));
+  // The rest of what torchrun gives a worker, one role ("default") of every rank (not
+  // TORCHELASTIC_USE_AGENT_STORE: there is no agent's store to join).
+  set("TORCHELASTIC_RUN_ID", in.job_id);
+  set("TORCHELASTIC_MAX_RESTARTS", in.options->value_or("primus-max-restarts", "0"));
+  set("GROUP_WORLD_SIZE", std::to_string(in.topology->nodes().size()));
+  set("ROLE_NAME", "default");
+  set("ROLE_RANK", std::to_string(self.rank));
+  set("ROLE_WORLD_SIZE", std::to_string(self.world_size));
 
   if (in.framework == Framework::kTensorFlow) {
     set("TF_CONFIG", tf_config(*in.topology, self.rank, in.ports.worker_ports));
   }
   if (in.cuda_visible_devices) set("CUDA_VISIBLE_DEVICES", *in.cuda_visible_devices);
-  if (in.cpus_per_rank && !in.user_set_omp_num_threads) {
-    set("OMP_NUM_THREADS", std::to_string(*in.cpus_per_rank));
+  if (const auto threads = omp_threads(in); threads && !in.user_set_omp_num_threads) {
+    set("OMP_NUM_THREADS", std::to_string(*threads));
   }
 
   // Primus

@@ -90,6 +90,11 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
   in.bootstrap = lookup(env, "PMIX_RANK") ? Bootstrap::kPmix : Bootstrap::kTcp;
   in.job_secret = job_secret;
   in.cpus_per_rank = step.cpus_per_task;
+  if (const auto cpus = lookup(env, "SLURM_CPUS_ON_NODE")) {
+    if (const auto n = parse_unsigned(*cpus, 1U << 20); n && *n > 0) {
+      in.node_cpus = static_cast<std::uint32_t>(*n);
+    }
+  }
   in.user_set_omp_num_threads = lookup(env, "OMP_NUM_THREADS").has_value();
   in.cuda_visible_devices = bound_gpus(env, options, step.self);
   return rank_environment(in);
@@ -118,6 +123,7 @@ EnvList one_machine_environment(const OneMachineJob& job, std::uint32_t rank,
   in.one_machine = true;
   in.bootstrap = Bootstrap::kTcp;
   in.job_secret = job.job_secret;
+  if (job.cpus > 0) in.node_cpus = job.cpus;
   in.user_set_omp_num_threads = lookup(process_env, "OMP_NUM_THREADS").has_value();
   in.cuda_visible_devices = bound_gpus(process_env, options, in.self);
   return rank_environment(in);

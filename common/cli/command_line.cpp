@@ -75,9 +75,27 @@ Parser& Parser::operands(std::vector<Operand> required) {
   return *this;
 }
 
-Parser& Parser::command(std::string what) {
+Parser& Parser::command(std::string what, bool bare) {
   command_ = std::move(what);
+  bare_command_ = bare;
   return *this;
+}
+
+std::size_t Parser::command_start(const std::vector<std::string>& args) const {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg == "-m" || arg.empty() || arg[0] != '-') return i;
+    const Option* option = nullptr;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos) {
+      option = find(arg.substr(2));
+    } else if (arg.size() == 2 && arg[0] == '-') {
+      const auto it = std::find_if(options_.begin(), options_.end(),
+                                   [&](const Option& o) { return o.short_name == arg[1]; });
+      option = it == options_.end() ? nullptr : &*it;
+    }
+    if (option != nullptr && option->arg == Arg::kRequired) ++i;  // its value, the next word
+  }
+  return args.size();
 }
 
 const Option* Parser::find(const std::string& name) const {
@@ -204,10 +222,17 @@ void Parser::take(const std::string& key, const std::vector<std::string>& values
 
 Parsed Parser::parse(const std::vector<std::string>& args) const {
   Parsed parsed;
-  const auto dashes = std::find(args.begin(), args.end(), "--");
-  const std::vector<std::string> before(args.begin(), dashes);
+  auto dashes = std::find(args.begin(), args.end(), "--");
   std::vector<std::string> after;
-  if (dashes != args.end()) after.assign(dashes + 1, args.end());
+  if (command_ && bare_command_) {
+    const auto start = args.begin() + static_cast<std::ptrdiff_t>(command_start(args));
+    if (start != args.end() && *start != "--") {
+      dashes = start;
+      after.assign(start, args.end());
+    }
+  }
+  const std::vector<std::string> before(args.begin(), dashes);
+  if (after.empty() && dashes != args.end()) after.assign(dashes + 1, args.end());
   // --help wins over any mistake next to it.
   if (std::any_of(before.begin(), before.end(),
                   [](const std::string& arg) { return arg == "--help" || arg == "-h"; })) {

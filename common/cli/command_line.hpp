@@ -81,8 +81,10 @@ class Parser {
   // The operands, each required, in order.
   Parser& operands(std::vector<Operand> required);
   // After "--" comes a command and its arguments, kept in Parsed::command (at least one word,
-  // else a UsageError naming `what`).
-  Parser& command(std::string what);
+  // else a UsageError naming `what`). With `bare` (primus-launch, as torchrun takes its script)
+  // the command may also start without "--": at the first word that is neither an option nor
+  // an option's value, or at "-m" (Python's module flag).
+  Parser& command(std::string what, bool bare = false);
 
   // Parses the arguments after the program's (or subcommand's) name. Throws UsageError.
   Parsed parse(const std::vector<std::string>& args) const;
@@ -97,6 +99,9 @@ class Parser {
   // (kOperand, words) for operands; a usage error for an unknown option or a missing value.
   std::vector<std::pair<std::string, std::vector<std::string>>> tokens(
       const std::vector<std::string>& before) const;
+  // Where the command starts in `args` (a bare command()): "--", "-m", or the first word that
+  // is neither an option nor a required value's separate word; args.size() when there is none.
+  std::size_t command_start(const std::vector<std::string>& args) const;
   // One of them into `parsed`: its value decoded and checked.
   void take(const std::string& key, const std::vector<std::string>& values, Parsed& parsed) const;
 
@@ -105,6 +110,7 @@ class Parser {
   std::vector<Option> options_;
   std::vector<Operand> operands_;
   std::optional<std::string> command_;
+  bool bare_command_ = false;
 };
 
 }  // namespace primus::cli

@@ -11,6 +11,7 @@
 
 #include "../cli/command_line.hpp"
 #include "primus/common.hpp"
+#include "primus/os/cpus.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 
@@ -88,6 +89,7 @@ int run(int argc, char** argv) {
     job.job_id = "local-" + std::to_string(getpid());
     job.submit_dir = current_dir();
     job.port_seed = static_cast<std::uint64_t>(getpid());
+    job.cpus = primus::os::usable_cpus();
     // The caller's secret where it is one (a launcher's), else a new one for this run.
     const auto caller_secret = primus::lookup(env, "PRIMUS_JOB_SECRET");
     job.job_secret = caller_secret && primus::os::is_job_secret(*caller_secret)

@@ -68,17 +68,22 @@ int main(int argc, char** argv) {
   for (const primus::OptionSpec& spec : primus::option_table()) {
     if (spec.scope == primus::OptionScope::kSite) write_option(spec);
   }
-  std::cout << ".SH PRECEDENCE\n"
-               "Lowest first: the built-in default, the plugstack argument, the PRIMUS_* "
-               "environment variable, the sbatch or salloc option, the srun option.\n"
-            << ".SH ENVIRONMENT\n"
-               "Every rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, "
-               "NODE_RANK, MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RESTART_COUNT as torchrun "
-               "sets them; TF_CONFIG with \\-\\-primus=tensorflow; CUDA_VISIBLE_DEVICES where "
-               "Primus binds GPUs; OMP_NUM_THREADS unless already set; and PRIMUS_ENV_VERSION="
-            << primus::kPrimusEnvVersion
-            << ", PRIMUS_JOB_ID, PRIMUS_JOB_DIR, PRIMUS_CKPT_DIR, PRIMUS_RESTART_COUNT, "
-               "PRIMUS_PORT, PRIMUS_BOOTSTRAP and PRIMUS_JOB_SECRET (never printed).\n"
-            << ".SH SEE ALSO\nsrun(1), sbatch(1), spank(8)\n";
+  std::cout
+      << ".SH PRECEDENCE\n"
+         "Lowest first: the built-in default, the plugstack argument, the PRIMUS_* "
+         "environment variable, the sbatch or salloc option, the srun option.\n"
+      << ".SH ENVIRONMENT\n"
+         "Every rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, "
+         "NODE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, "
+         "TORCHELASTIC_RUN_ID, TORCHELASTIC_MAX_RESTARTS, GROUP_WORLD_SIZE, ROLE_NAME, "
+         "ROLE_RANK and ROLE_WORLD_SIZE as torchrun "
+         "sets them; TF_CONFIG with \\-\\-primus=tensorflow; CUDA_VISIBLE_DEVICES where "
+         "Primus binds GPUs; OMP_NUM_THREADS unless already set (\\-\\-cpus\\-per\\-task, else "
+         "the node's CPUs for the job divided among its ranks there, at least 1); and "
+         "PRIMUS_ENV_VERSION="
+      << primus::kPrimusEnvVersion
+      << ", PRIMUS_JOB_ID, PRIMUS_JOB_DIR, PRIMUS_CKPT_DIR, PRIMUS_RESTART_COUNT, "
+         "PRIMUS_PORT, PRIMUS_BOOTSTRAP and PRIMUS_JOB_SECRET (never printed).\n"
+      << ".SH SEE ALSO\nsrun(1), sbatch(1), spank(8)\n";
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "../../common/cli/command_line.hpp"
+#include "cli/launch_settings.hpp"
 #include "cli/self_process.hpp"
 #include "monitor/status.hpp"
 #include "monitor/status_view.hpp"
@@ -192,8 +193,7 @@ int report_command(const std::vector<std::string>& args, const char* usage) {
                 " is not the job directory of a primus-launch job (it has no "
                 "events.jsonl)");
   }
-  const char* given = std::getenv("PRIMUS_PYTHON");
-  const std::string python = given != nullptr && *given != '\0' ? given : PRIMUS_PYTHON;
+  const std::string python = python_for_scripts();
   // The package where `make install` put it (beside the bin directory primus-launch runs from,
   // so that an install moved whole, or `make install prefix=...`, keeps working; else where
   // configure put it), after any PYTHONPATH the user set.

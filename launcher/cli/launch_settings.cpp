@@ -10,10 +10,64 @@
 #include "cli/self_process.hpp"
 #include "monitor/metrics_server.hpp"
 #include "primus/common.hpp"
+#include "primus/common/tasks_per_node.hpp"
 #include "slurm/slurm_queries.hpp"
 #include "supervise/data_check.hpp"
 
 namespace primus::launch {
+
+namespace {
+
+// --nproc-per-node N (or --nproc_per_node): on one machine N ranks, as --nproc; inside an
+// allocation the ranks per node are the job's, so N must be its tasks per node.
+std::optional<std::uint32_t> nproc_per_node(const cli::Parsed& parsed, const Environment& env,
+                                            bool in_allocation) {
+  std::optional<std::string> given = parsed.value("nproc-per-node");
+  if (!given) given = parsed.value("nproc_per_node");
+  if (!given) return std::nullopt;
+  const auto n = static_cast<std::uint32_t>(*parse_unsigned(*given, 4096));
+  if (!in_allocation) return n;
+  const std::string layout = lookup(env, "SLURM_TASKS_PER_NODE").value_or("");
+  std::optional<std::uint32_t> tasks;
+  try {
+    const TasksPerNode per = TasksPerNode::parse(layout, "SLURM_TASKS_PER_NODE");
+    if (per.runs().size() == 1) tasks = per.max_tasks();
+  } catch (const Error&) {
+  }
+  if (tasks != n) {
+    throw cli::UsageError(
+        "--nproc-per-node " + std::to_string(n) + ": inside a Slurm allocation the ranks per " +
+        "node are the job's (SLURM_TASKS_PER_NODE=" + (layout.empty() ? "unset" : layout) +
+        "); leave the option out, or ask sbatch or salloc for --ntasks-per-node=" +
+        std::to_string(n));
+  }
+  return n;
+}
+
+}  // namespace
+
+void say_omp_threads(const Environment& env, std::uint32_t cpus, std::uint32_t ranks) {
+  if (lookup(env, "OMP_NUM_THREADS") || lookup(env, "SLURM_CPUS_PER_TASK") || cpus == 0 ||
+      ranks == 0) {
+    return;
+  }
+  const std::uint32_t threads = std::max<std::uint32_t>(1, cpus / ranks);
+  std::cerr << "primus-launch: OMP_NUM_THREADS=" << threads << " for every rank (" << cpus
+            << " CPUs for " << ranks << " ranks per node); set OMP_NUM_THREADS to choose\n";
+}
+
+std::string python_for_scripts() {
+  const char* given = std::getenv("PRIMUS_PYTHON");
+  return given != nullptr && *given != '\0' ? given : PRIMUS_PYTHON;
+}
+
+std::vector<std::string> with_python(std::vector<std::string> command) {
+  if (command.empty()) return command;
+  const std::string& first = command.front();
+  const bool script = first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0;
+  if (first == "-m" || script) command.insert(command.begin(), python_for_scripts());
+  return command;
+}
 
 Settings parse(const std::vector<std::string>& args, const Environment& env, const char* usage) {
   cli::Parser parser(" (see primus-launch --help)");
@@ -26,8 +80,16 @@ Settings parse(const std::vector<std::string>& args, const Environment& env, con
     if (n && *n > 0) return std::nullopt;
     return "a number of ranks from 1 to 4096";
   };
+  // torchrun's spellings of it: on one machine the same; inside an allocation only the job's
+  // own tasks per node (checked below).
+  for (const char* synonym : {"nproc-per-node", "nproc_per_node"}) {
+    cli::Option option = nproc_option;
+    option.name = synonym;
+    option.help = "the same as --nproc (torchrun's spelling)";
+    parser.add(std::move(option));
+  }
   parser.add(std::move(nproc_option));
-  parser.add_option_table().command("COMMAND");
+  parser.add_option_table().command("COMMAND", true);
   // --version, like --help, needs no command.
   const auto dashes = std::find(args.begin(), args.end(), "--");
   if (std::find(args.begin(), dashes, "--version") != dashes &&
@@ -42,21 +104,28 @@ Settings parse(const std::vector<std::string>& args, const Environment& env, con
     std::exit(0);
   }
   const bool in_allocation = lookup(env, "SLURM_JOB_ID").has_value();
+  const std::optional<std::uint32_t> per_node = nproc_per_node(parsed, env, in_allocation);
   if (parsed.has("nproc") && in_allocation) {
     throw cli::UsageError(
         "--nproc: runs the ranks on this machine only, and this is a Slurm allocation "
         "(SLURM_JOB_ID is set); run primus-launch outside one, or start the ranks with srun "
         "--primus");
   }
-  if (!parsed.has("nproc") && !in_allocation) {
+  if (!parsed.has("nproc") && !per_node && !in_allocation) {
     throw cli::UsageError(
         "--nproc N is required outside a Slurm allocation (how many ranks to start)");
   }
   if (parsed.has("nproc")) {
     s.nproc = static_cast<std::uint32_t>(*parse_unsigned(*parsed.value("nproc"), 4096));
+    if (per_node && !in_allocation && *per_node != s.nproc) {
+      throw cli::UsageError("--nproc " + std::to_string(s.nproc) + " and --nproc-per-node " +
+                            std::to_string(*per_node) + " disagree: give one of them");
+    }
+  } else if (per_node && !in_allocation) {
+    s.nproc = *per_node;
   }
   s.label = parsed.has("label");
-  s.command = parsed.command;
+  s.command = with_python(parsed.command);
   s.layers = {parse_environment_options(env),
               parse_command_line_options(OptionSource::kSrun, parsed.table)};
   s.options = ResolvedOptions::resolve(s.layers);

@@ -29,6 +29,17 @@ struct Settings {
   ResolvedOptions options;
 };
 
+// The Python that runs a bare script or `-m module` (and `primus-launch report`): PRIMUS_PYTHON
+// when set, else the one configure found (the one the primus package is installed for).
+std::string python_for_scripts();
+// COMMAND as the ranks run it: "train.py ARGS" and "-m pkg ARGS" under python_for_scripts(), as
+// torchrun runs its script; anything else as given.
+std::vector<std::string> with_python(std::vector<std::string> command);
+
+// Says, as torchrun does, what OMP_NUM_THREADS every rank gets by default (omp_threads(): `cpus`
+// of the node among its `ranks`), unless the user set it or --cpus-per-task decides it.
+void say_omp_threads(const Environment& env, std::uint32_t cpus, std::uint32_t ranks);
+
 // Parses primus-launch's arguments (not a subcommand's); --help prints `usage` and exits.
 Settings parse(const std::vector<std::string>& args, const Environment& env, const char* usage);
 

@@ -18,8 +18,8 @@ namespace primus::launch {
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: primus-launch [options] -- COMMAND [ARGS...]      (inside a Slurm allocation)\n"
-    "       primus-launch [options] --nproc N -- COMMAND [ARGS...]   (on this machine)\n"
+    "Usage: primus-launch [options] [--] COMMAND [ARGS...]      (inside a Slurm allocation)\n"
+    "       primus-launch [options] --nproc N [--] COMMAND [ARGS...]   (on this machine)\n"
     "       primus-launch status [JOBID|JOBDIR] [--json] [--watch [--interval S]]\n"
     "       primus-launch report [JOBID|JOBDIR] [--out DIR]\n"
     "       primus-launch stop [JOBID|JOBDIR]\n"
@@ -27,8 +27,12 @@ constexpr const char* kUsage =
     "Starts COMMAND once per rank with the rank environment of primus(7) (RANK, WORLD_SIZE,\n"
     "LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ...), supervises the ranks and ends them together.\n"
     "Inside an allocation the ranks are one srun step with the job's layout (srun's own\n"
-    "options through its SLURM_* and SRUN_* input variables).\n"
-    "  --nproc N          N ranks on this machine (outside a Slurm allocation)\n"
+    "options through its SLURM_* and SRUN_* input variables). COMMAND starts at the first word\n"
+    "that is not an option (or after --); SCRIPT.py and -m MODULE run under the Python the\n"
+    "primus package is installed for (PRIMUS_PYTHON overrides it), as torchrun runs them.\n"
+    "  --nproc N          N ranks on this machine (outside a Slurm allocation); torchrun's\n"
+    "                     --nproc-per-node N (or --nproc_per_node) too; inside an allocation\n"
+    "                     the job's tasks per node\n"
     "  --label            prefix every output line with '<rank>: '\n"
     "  --help, --version\n"
     "Every --primus option of srun and sbatch is accepted (see primus(7)); PRIMUS_* variables\n"

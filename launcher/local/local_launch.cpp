@@ -10,6 +10,7 @@
 #include "cli/self_process.hpp"
 #include "local/local_attempt.hpp"
 #include "primus/common.hpp"
+#include "primus/os/cpus.hpp"
 #include "primus/os/job_secret.hpp"
 #include "process/reaper.hpp"
 #include "supervise/job_dir.hpp"
@@ -41,6 +42,8 @@ int local_launch(const Settings& s, const Environment& env, const ResolvedComman
   job.submit_dir = std::filesystem::current_path().string();
   job.port_seed = static_cast<std::uint64_t>(::getpid());
   job.job_secret = os::make_job_secret();
+  job.cpus = os::usable_cpus();
+  say_omp_threads(env, job.cpus, s.nproc);
   // Before any thread starts: every thread must have the stop signals blocked, so that they
   // reach the signalfd only.
   block_launcher_signals();

@@ -234,6 +234,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   const std::string node = lookup(env, "SLURMD_NODENAME").value_or(this_hostname());
   const auto [control_host, control_port] = control_address(options, node);
   plan_layout(job, env);
+  say_omp_threads(env, env_number(env, "SLURM_CPUS_ON_NODE", 0), job.tasks_per_node);
   const NodeExclusions exclusions(job_path / "excluded-nodes.json");
   job.exclusions = &exclusions;
 

@@ -59,6 +59,25 @@ TEST(Cli, DashesEndTheOptionsAndACommandIsKeptApart) {
             "unexpected argument 'python3' (see launcher --help)");
 }
 
+TEST(Cli, ABareCommandStartsAtTheFirstWordThatIsNoOptionOrValue) {
+  Parser launcher(" (see launcher --help)");
+  launcher.add({"nproc", Arg::kRequired, "N", "a number", ""})
+      .add({"label", Arg::kNone, "", "", ""})
+      .command("COMMAND", true);
+  Parsed p = launcher.parse({"--nproc", "2", "--label", "train.py", "--lr", "1", "--", "x"});
+  EXPECT_EQ(p.value("nproc"), "2");
+  EXPECT_TRUE(p.has("label"));
+  EXPECT_EQ(p.command, (std::vector<std::string>{"train.py", "--lr", "1", "--", "x"}));
+  p = launcher.parse({"--nproc=2", "-m", "pkg.train", "--nproc", "9"});
+  EXPECT_EQ(p.value("nproc"), "2");
+  EXPECT_EQ(p.command, (std::vector<std::string>{"-m", "pkg.train", "--nproc", "9"}));
+  p = launcher.parse({"--nproc", "2", "--", "python3", "x.py"});
+  EXPECT_EQ(p.command, (std::vector<std::string>{"python3", "x.py"}));
+  EXPECT_EQ(error_of(launcher, {"--frob", "x.py"}), "--frob: unknown option (see launcher --help)");
+  EXPECT_EQ(error_of(launcher, {"--nproc", "2"}),
+            "missing COMMAND after '--' (see launcher --help)");
+}
+
 TEST(Cli, HelpWinsOverMistakesButNotAfterDashes) {
   EXPECT_TRUE(tool().parse({"--frob", "--help"}).help);
   EXPECT_TRUE(tool().parse({"-h", "--step"}).help);

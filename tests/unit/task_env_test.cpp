@@ -143,6 +143,32 @@ TEST(SlurmTaskEnvironment, PmixAndThreads) {
   task["OMP_NUM_THREADS"] = "1";
   env = as_map(slurm_task_environment(task, options, address_of));
   EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0U);
+  // Without --cpus-per-task, the node's CPUs for the job among its ranks there (issue 41: it
+  // was left unset, and every rank's torch took every CPU).
+  task.erase("OMP_NUM_THREADS");
+  task.erase("SLURM_CPUS_PER_TASK");
+  task["SLURM_CPUS_ON_NODE"] = "16";
+  env = as_map(slurm_task_environment(task, options, address_of));
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), std::to_string(16 / std::stoi(env.at("LOCAL_WORLD_SIZE"))));
+  task["SLURM_CPUS_ON_NODE"] = "1";
+  env = as_map(slurm_task_environment(task, options, address_of));
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");  // never 0
+}
+
+TEST(OneMachineEnvironment, ThreadsAreTheMachinesCpusAmongTheRanks) {
+  OneMachineJob job;
+  job.nproc = 3;
+  job.job_id = "local-1";
+  job.submit_dir = "/tmp";
+  job.job_secret = std::string(64, 'a');
+  job.cpus = 8;
+  const ResolvedOptions options = ResolvedOptions::resolve({});
+  EXPECT_EQ(as_map(one_machine_environment(job, 0, {}, options)).at("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(as_map(one_machine_environment(job, 0, {{"OMP_NUM_THREADS", "5"}}, options))
+                .count("OMP_NUM_THREADS"),
+            0U);
+  job.cpus = 0;  // unknown: left to the libraries
+  EXPECT_EQ(as_map(one_machine_environment(job, 0, {}, options)).count("OMP_NUM_THREADS"), 0U);
 }
 
 TEST(OneMachineEnvironment, EveryRankOnLocalhost) {

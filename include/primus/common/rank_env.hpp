@@ -57,10 +57,16 @@ struct RankEnvInput {
   Bootstrap bootstrap = Bootstrap::kTcp;
   std::string job_secret;
   std::optional<std::uint32_t> cpus_per_rank;       // sets OMP_NUM_THREADS ...
+  std::optional<std::uint32_t> node_cpus;           // ... else these / the node's ranks (>= 1)
   bool user_set_omp_num_threads = false;            // ... unless the user set it
   std::optional<std::string> cuda_visible_devices;  // nullopt: leave it as it is
   const ResolvedOptions* options = nullptr;         // exported as their PRIMUS_* variables
 };
+
+// OMP_NUM_THREADS's value unless the user set it: --cpus-per-task, else the node's CPUs for the
+// job divided among its ranks there (at least 1), as torchrun sets it; nullopt when neither is
+// known.
+std::optional<std::uint32_t> omp_threads(const RankEnvInput& input);
 
 // Every variable to set for the rank, in a stable order. Throws Error when a value cannot be
 // formed (TF_CONFIG over kMaxEnvStringBytes, missing input).
