@@ -88,8 +88,9 @@ void carry_out_stop(const Action& action, const AttemptFacts& facts, Supervision
                   << ") after saving " << checkpoint << "; requeueing job " << s.job_id << "\n";
       } else if (facts.job_state == "TIMEOUT") {
         std::cerr << "primus-launch: the job reached its time limit before any warning signal "
-                     "and is ending: it is not requeued (submit with --signal=USR2@120 "
-                     "--requeue to have it requeued in time)\n";
+                     "and is ending: it is not requeued (submit with --signal=B:USR2@120 "
+                     "--requeue, and exec primus-launch in the batch script, to have it "
+                     "requeued in time)\n";
       } else {
         std::cerr << "primus-launch: the job stopped at its time limit and was requeued "
                   << s.allocation << " times already (--primus-max-requeues=" << s.max_requeues
