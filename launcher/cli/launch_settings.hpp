@@ -36,8 +36,8 @@ std::string python_for_scripts();
 // torchrun runs its script; anything else as given.
 std::vector<std::string> with_python(std::vector<std::string> command);
 
-// Says, as torchrun does, what OMP_NUM_THREADS every rank gets by default (omp_threads(): `cpus`
-// of the node among its `ranks`), unless the user set it or --cpus-per-task decides it.
+// Says, as torchrun does of its own default, what OMP_NUM_THREADS every rank gets (omp_threads():
+// `cpus` of the node among its `ranks`), unless the user set it or --cpus-per-task decides it.
 void say_omp_threads(const Environment& env, std::uint32_t cpus, std::uint32_t ranks);
 
 // Parses primus-launch's arguments (not a subcommand's); --help prints `usage` and exits.

@@ -64,7 +64,7 @@ struct RankEnvInput {
 };
 
 // OMP_NUM_THREADS's value unless the user set it: --cpus-per-task, else the node's CPUs for the
-// job divided among its ranks there (at least 1), as torchrun sets it; nullopt when neither is
+// job divided among its ranks there (at least 1; torchrun sets 1); nullopt when neither is
 // known.
 std::optional<std::uint32_t> omp_threads(const RankEnvInput& input);
 
