@@ -104,3 +104,14 @@ def test_the_package_lists_are_the_scripts_list():
     readme = text_of(TOP / "README.md")
     missing = sorted(p for p in wanted if p.endswith("-dev") and p not in readme)
     assert not missing, f"README.md's build section lacks {missing}"
+
+
+def test_every_plugstack_key_of_the_table_is_in_the_admin_guide_and_spank_primus():
+    rows = re.findall(r'\{"([a-z][a-z_-]*)", "(?:PRIMUS_[A-Z_]*|)", "([a-z_]+)"',
+                      (TOP / "common" / "option_table.cpp").read_text())
+    keys = {key for _, key in rows}
+    assert {"framework", "port_range", "metrics_sd_dir", "max_restarts"} <= keys, keys
+    for doc in (TOP / "docs" / "admin-guide.md", TOP / "docs" / "man" / "spank-primus.8"):
+        text = text_of(doc)
+        missing = sorted(key for key in keys if f"{key}=" not in text)
+        assert not missing, f"{doc.relative_to(TOP)} lacks the plugstack keys {missing}"
