@@ -27,7 +27,7 @@ std::string status_of(const Row& row) {
   return row.problem.empty() ? "ok" : "CORRUPT: " + row.problem;
 }
 
-int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
+int run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const std::filesystem::path root = checked_root(args.operands[0]);
   const Verify verify = args.has("full") ? Verify::kFull : Verify::kQuick;
   const std::optional<std::int64_t> latest = read_latest(root);
@@ -93,6 +93,13 @@ int run(const ParsedArgs& args, std::ostream& out, std::ostream&) {
 
   if (rows.empty()) {
     out << "no checkpoints in " << root.string() << "\n";
+    // A job directory given for its checkpoint root: say where they are.
+    std::error_code error;
+    if (std::filesystem::is_directory(root / "ckpt", error) &&
+        std::filesystem::exists(root / "events.jsonl", error)) {
+      err << "primus-ckpt: " << root.string() << " is a job directory; its checkpoints are in "
+          << (root / "ckpt").string() << "\n";
+    }
     return kExitOk;
   }
   Table table({{"STEP", Table::Align::kRight},

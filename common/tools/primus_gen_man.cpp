@@ -84,6 +84,11 @@ int main(int argc, char** argv) {
       << primus::kPrimusEnvVersion
       << ", PRIMUS_JOB_ID, PRIMUS_JOB_DIR, PRIMUS_CKPT_DIR, PRIMUS_RESTART_COUNT, "
          "PRIMUS_PORT, PRIMUS_BOOTSTRAP and PRIMUS_JOB_SECRET (never printed).\n"
+         ".PP\nRead by the primus package in every rank, set by the user: "
+         "PRIMUS_STOP_INTERVAL, the seconds between primus.should_stop()'s agreements (0.5; 0: "
+         "at every call, as the tests do), which bounds how long after a stop signal every rank "
+         "saves the same step; PRIMUS_PYTHON, the Python primus\\-launch runs a script.py or "
+         "\\-m module with.\n"
       << ".SH SEE ALSO\nsrun(1), sbatch(1), spank(8)\n";
   return 0;
 }

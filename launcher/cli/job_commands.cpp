@@ -30,14 +30,29 @@
 namespace primus::launch {
 namespace {
 
+// The last line a command printed that says something, whole (scontrol prints its cause last,
+// after lines of how it looked for slurmctld).
+std::string last_line(const std::string& output) {
+  std::string last;
+  std::size_t start = 0;
+  while (start <= output.size()) {
+    const std::size_t end = std::min(output.find('\n', start), output.size());
+    const std::string line = output.substr(start, end - start);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+    start = end + 1;
+  }
+  return last.empty() ? std::string("no output") : last;
+}
+
 // The job directory of Slurm job JOBID as primus-launch makes it by default: primus-<JOBID> in
 // the job's submit directory (scontrol's WorkDir).
 std::string job_dir_of_slurm_job(const std::string& job) {
   const CommandOutput out =
       run_command({"scontrol", "show", "job", "-o", job}, std::chrono::seconds(30));
   if (out.status != 0) {
-    throw Error("job " + job + ": scontrol show job failed (" + out.output.substr(0, 200) +
-                "); after slurmctld forgets a job, give its job directory instead");
+    throw Error("job " + job + ": scontrol show job failed (" + last_line(out.output) +
+                "); after slurmctld forgets a job, or outside Slurm, give its job directory "
+                "instead (on one machine ./primus-local)");
   }
   const auto record = parse_scontrol_record(out.output);
   if (const auto comment = record.find("Comment"); comment != record.end()) {
