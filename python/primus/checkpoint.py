@@ -53,6 +53,7 @@ _lock = threading.Lock()
 # Host copies of the last asynchronous save, reused by the next one: memory holds at most one
 # copy of the state. release_staging() frees it.
 _staging = {}
+_agreement_tensors = []  # the last torch.distributed agreements' flags (_default_agree)
 # The newest step this process saved or resumed from, per (checkpoint root, rank): a later save
 # must be above it (_check_forward).
 _own_steps = {}
@@ -75,13 +76,19 @@ def _check_forward(root, rank, step):
 
 
 def _default_agree(world_size):
+    """After primus.init(), primus.comm's agreement, even where torch.distributed is initialized:
+    it runs on the calling thread and keeps nothing. A gloo all_reduce's tensor can be released
+    last by gloo's worker thread, which then takes the GIL to free it; at the save committed at
+    exit that happened during the interpreter's teardown, and Python ended the thread through a
+    noexcept frame: "terminate called without an active exception", SIGABRT of a rank that had
+    finished (issue 41; a core showed c10d::ProcessGroupGloo::runLoop freeing the tensor)."""
     if world_size == 1:
         return lambda ok: bool(ok)
+    if _runtime.initialized():
+        return _runtime.agree
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
     if dist is None or not dist.is_available() or not dist.is_initialized():
-        if _runtime.initialized():  # after primus.init(): agree through primus.comm
-            return _runtime.agree
         raise CheckpointError(
             f"save() with world_size {world_size} needs agree=...: a function that returns True "
             "on every rank only when every rank passed True (torch.distributed is not "
@@ -91,6 +98,9 @@ def _default_agree(world_size):
         device = "cuda" if dist.get_backend() == "nccl" else "cpu"
         flag = torch.tensor([1 if ok else 0], dtype=torch.int32, device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        # Kept, so that this thread, not the backend's, frees it (see above).
+        _agreement_tensors.append(flag)
+        del _agreement_tensors[:-4]
         return bool(flag.item())
 
     return agree
