@@ -138,15 +138,3 @@ def test_module_load_primus_as_the_job_user(testbed, prefix):
     assert f"{prefix}/share/man" in lines[1], res.stdout
     assert lines[2] == "2", res.stdout
 
-
-def test_the_installed_examples_keep_their_modes(prefix):
-    """Issue 41: every installed example was mode 0644, though salloc.sh's own header says
-    ./salloc.sh; the scripts and sbatch files are executable, the rest plain files."""
-    examples = Path(prefix) / "share" / "primus" / "examples"
-    executable = {"cnn/make_data.py", "cnn/train.py", "cnn/train_loop.py", "cnn/plain.sbatch",
-                  "cnn/preemptible.sbatch", "cnn/array.sbatch", "cnn/salloc.sh",
-                  "tensorflow/train.py"}
-    found = {str(p.relative_to(examples)): os.access(p, os.X_OK)
-             for p in examples.rglob("*") if p.is_file()}
-    assert {name for name, x in found.items() if x} == executable, found
-    assert {"README.md", "cnn/README.md", "cnn/cnn.py"} <= set(found), found

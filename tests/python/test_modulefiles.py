@@ -53,3 +53,21 @@ def test_the_plugstack_snippet_names_the_plugin_where_it_is_installed():
                   if line.startswith("prefix ="))
     assert lines == [f"required {libdir.replace('${exec_prefix}', prefix)}/primus/primus.so"], \
         lines
+
+
+def test_the_examples_install_with_their_modes(tmp_path):
+    """Issue 41: every installed example was mode 0644, though salloc.sh's own header says
+    ./salloc.sh; the scripts and sbatch files are executable, the rest plain files."""
+    targets = ["install-dist_cnnexampleSCRIPTS", "install-dist_cnnexampleDATA",
+               "install-dist_exampleDATA", "install-dist_tfexampleSCRIPTS"]
+    done = subprocess.run(["make", "-C", str(BUILD), "-s", *targets, f"prefix={tmp_path}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    examples = tmp_path / "share" / "primus" / "examples"
+    modes = {str(p.relative_to(examples)): p.stat().st_mode & 0o777
+             for p in examples.rglob("*") if p.is_file()}
+    executable = {"cnn/make_data.py", "cnn/train.py", "cnn/train_loop.py", "cnn/plain.sbatch",
+                  "cnn/preemptible.sbatch", "cnn/array.sbatch", "cnn/salloc.sh",
+                  "tensorflow/train.py"}
+    assert {name for name, mode in modes.items() if mode & 0o111} == executable, modes
+    assert {"README.md", "cnn/README.md", "cnn/cnn.py"} <= set(modes), modes
