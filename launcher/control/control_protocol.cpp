@@ -125,7 +125,6 @@ std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bo
   report.wait_seconds = real_field(object, "wait_seconds");
   report.gpu_memory_bytes = count_field(object, "gpu_memory_bytes");
   report.gpu_utilization_ratio = real_field(object, "gpu_utilization_ratio");
-  report.start_step = count_field(object, "start_step");
   report.total_steps = count_field(object, "total_steps");
   report.time = real_field(object, "time");
   if (const auto it = object.find("node_stats"); it != object.end() && it->is_object()) {

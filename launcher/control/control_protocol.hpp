@@ -63,9 +63,8 @@ struct Report {
   std::optional<std::uint64_t> gpu_memory_bytes;
   std::optional<double> gpu_utilization_ratio;
   std::optional<NodeReport> node_stats;
-  // A training loop's plan (primus.train): the job's step when this process started, and the
-  // steps of the whole run; the job's step now is start_step + steps.
-  std::optional<std::uint64_t> start_step;
+  // A training loop's plan (primus.train): the steps of the whole run, counted as `steps` is
+  // (from the job's start: a rank that resumed counts from the checkpoint's step).
   std::optional<std::uint64_t> total_steps;
   // scalars (step in `steps`; values by name; non-finite as NaN or +-inf)
   std::optional<double> time;

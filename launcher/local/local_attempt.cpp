@@ -15,6 +15,7 @@
 
 #include "primus/common/error.hpp"
 #include "primus/os/unique_fd.hpp"
+#include "process/child_process.hpp"
 #include "process/rank_process.hpp"
 #include "supervise/job_dir.hpp"
 #include "supervise/rank_reports.hpp"
@@ -114,7 +115,8 @@ void LocalAttempt::read_signals(int signals) {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) continue;  // reaped below
     if (!reports_.stopping()) {
-      forward_stop(sig, signal_name(sig) + " to primus-launch", false);
+      forward_stop(signal_for_ranks(sig, settings_.warning_signal),
+                   signal_name(sig) + " to primus-launch", false);
     } else if (sig == SIGINT || sig == SIGTERM) {
       signal_all(SIGKILL);  // asked twice: no more waiting
     }

@@ -12,6 +12,7 @@
 #include "primus/common.hpp"
 #include "primus/os/cpus.hpp"
 #include "primus/os/job_secret.hpp"
+#include "process/child_process.hpp"
 #include "process/reaper.hpp"
 #include "supervise/job_dir.hpp"
 #include "supervise/resume.hpp"
@@ -81,6 +82,7 @@ int local_launch(const Settings& s, const Environment& env, const ResolvedComman
   settings.preempted_status = supervised.situation.preempted_status;
   settings.hang_timeout = hang_timeout_of(options);
   settings.stop_grace = stop_grace_of(options);
+  settings.warning_signal = signal_number(options.value_or("primus-preempt-signal", "USR2"));
   settings.stop_request = job_dir.stop_request_file();
   settings.label = s.label;
   LocalRunner runner(settings, std::move(local), reaper);

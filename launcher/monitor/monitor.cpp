@@ -31,7 +31,6 @@ void Monitor::start_attempt(std::uint32_t attempt, std::uint32_t world_size) {
 void Monitor::heartbeat(RankState& rank, const Report& r, double steady) {
   RankStatus& s = rank.status;
   if (r.steps) s.steps = r.steps;
-  if (r.start_step) s.start_step = r.start_step;
   if (r.total_steps) s.total_steps = r.total_steps;
   if (r.step_seconds) {
     s.step_seconds = r.step_seconds;
@@ -222,7 +221,7 @@ Monitor::Progress Monitor::progress() const {
   for (const auto& [number, rank] : ranks_) {
     const RankStatus& s = rank.status;
     if (s.state != "running" || !s.steps) continue;
-    const std::uint64_t step = s.start_step.value_or(0) + *s.steps;
+    const std::uint64_t step = *s.steps;
     out.step = out.step ? std::min(*out.step, step) : step;
     if (s.total_steps) out.total_steps = std::max(out.total_steps.value_or(0), *s.total_steps);
   }

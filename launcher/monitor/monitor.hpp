@@ -59,9 +59,8 @@ class Monitor {
   // The newest value of every scalar of every rank, in (rank, name) order.
   std::vector<UserScalar> scalars() const;
 
-  // For the progress line: the job's step of the slowest running rank (its start_step plus its
-  // steps; its steps alone without a training loop's plan), the run's planned steps, and rank
-  // 0's newest "loss" (primus.log).
+  // For the progress line: the step of the slowest running rank (from the job's start), the
+  // run's planned steps, and rank 0's newest "loss" (primus.log).
   struct Progress {
     std::optional<std::uint64_t> step;
     std::optional<std::uint64_t> total_steps;

@@ -68,7 +68,6 @@ std::string status_json(const JobStatus& s) {
     o["node"] = r.node;
     o["state"] = r.state;
     put(o, "steps", r.steps);
-    put(o, "start_step", r.start_step);
     put(o, "total_steps", r.total_steps);
     put(o, "samples", r.samples);
     put(o, "samples_per_second", rounded(r.samples_per_second));
@@ -159,7 +158,6 @@ JobStatus parse_status(std::string_view text) {
       r.node = get<std::string>(o, "node").value_or("");
       r.state = get<std::string>(o, "state").value_or("");
       r.steps = get<std::uint64_t>(o, "steps");
-      r.start_step = get<std::uint64_t>(o, "start_step");
       r.total_steps = get<std::uint64_t>(o, "total_steps");
       r.samples = get<std::uint64_t>(o, "samples");
       r.samples_per_second = get<double>(o, "samples_per_second");

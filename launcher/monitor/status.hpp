@@ -18,8 +18,7 @@ struct RankStatus {
   std::string node;
   std::string state = "starting";  // starting, running, exited (how: `ended`)
   std::optional<std::uint64_t> steps;
-  std::optional<std::uint64_t> start_step;  // a training loop's plan (Report)
-  std::optional<std::uint64_t> total_steps;
+  std::optional<std::uint64_t> total_steps;  // a training loop's plan (Report)
   std::optional<std::uint64_t> samples;
   std::optional<double> samples_per_second;
   std::optional<double> step_seconds;      // the rank's median step time, last heartbeat

@@ -27,6 +27,21 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 
 }  // namespace
 
+int signal_for_ranks(int received, int warning) {
+  return received == SIGTERM || received == warning ? received : SIGTERM;
+}
+
+int signal_number(std::string_view name) {
+  if (name.substr(0, 3) == "SIG") name.remove_prefix(3);
+  const std::pair<std::string_view, int> known[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+                                                    {"TERM", SIGTERM}, {"INT", SIGINT},
+                                                    {"HUP", SIGHUP},   {"URG", SIGURG}};
+  for (const auto& [text, number] : known) {
+    if (name == text) return number;
+  }
+  return SIGUSR2;
+}
+
 void setup_child(const ChildSetup& setup) {
   if (setup.own_group) ::setpgid(0, 0);
   if (setup.die_with_parent) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace primus::launch {
@@ -18,6 +19,15 @@ namespace primus::launch {
 // The signals primus-launch and its task wrapper read instead of dying of them; a child starts
 // with each at its default and nothing blocked.
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+
+// The signal a stop that reached primus-launch as `received` reaches the ranks with: itself where
+// the ranks take it as a stop (SIGTERM, or `warning`, their --primus-preempt-signal), else
+// SIGTERM. Forwarded as it came, a Ctrl-C's SIGINT ended every rank's Python at once
+// (KeyboardInterrupt) instead of a save, and a SIGHUP or the other user signal killed them.
+int signal_for_ranks(int received, int warning);
+// "USR2", "SIGUSR2", ... (--primus-preempt-signal's values) as a number; SIGUSR2 for anything
+// else (the option's validator refused it already).
+int signal_number(std::string_view name);
 
 struct ChildSetup {
   bool own_group = false;        // setpgid(0, 0): the launcher signals the child's group

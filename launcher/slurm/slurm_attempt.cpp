@@ -164,7 +164,8 @@ void SrunAttempt::read_signals(int signals) {
     launcher_signalled_ = true;
     const AttemptReport& report = reports_.report();
     if (!reports_.stopping()) {
-      forward_stop(sig, signal_text(sig) + " to primus-launch", false);
+      forward_stop(signal_for_ranks(sig, settings_.warning_signal),
+                   signal_text(sig) + " to primus-launch", false);
     } else if (first && !report.ended_for_failure && !report.stop_forwarded) {
       // Slurm signalled the ranks and the launcher alike (a preemption reaches every step):
       // the stop the ranks reported, not a second request.

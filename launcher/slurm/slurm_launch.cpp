@@ -20,6 +20,7 @@
 #include "primus/common/tasks_per_node.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
+#include "process/child_process.hpp"
 #include "slurm/lost_nodes.hpp"
 #include "slurm/node_exclusions.hpp"
 #include "slurm/slurm_queries.hpp"
@@ -296,6 +297,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   settings.preempted_status = situation.preempted_status;
   settings.hang_timeout = hang_timeout_of(options);
   settings.stop_grace = stop_grace_of(options);
+  settings.warning_signal = signal_number(options.value_or("primus-preempt-signal", "USR2"));
   settings.stop_request = job_dir.stop_request_file();
   settings.label = s.label;
   SlurmRunner runner(settings, std::move(job));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -37,6 +38,7 @@ struct RunnerSettings {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(120)};
   std::filesystem::path stop_request;  // checked every second; its appearance is a stop
   bool label = false;                  // --label
+  int warning_signal = SIGUSR2;        // the ranks' --primus-preempt-signal (signal_for_ranks)
 };
 
 // What the supervisor gives one attempt.

@@ -38,7 +38,7 @@ _WINDOW = 4096
 _stats_lock = threading.Lock()
 _steps = 0
 _samples = 0
-_plan = None  # (start_step, total_steps) of primus.train, for the heartbeat
+_total_steps = None  # the steps of primus.train's whole run, for the heartbeat
 _last_step_at = None      # time.monotonic() of the last should_stop() call
 _last_step_time = None    # time.time() of the same call
 _step_durations = collections.deque(maxlen=_WINDOW)
@@ -142,11 +142,11 @@ def _part(name, read):
         return {}
 
 
-def training_plan(start_step, total_steps):
-    """A training loop's plan (primus.train), for the launcher's progress line: the job's step
-    when this process started (the resume step) and the steps of the whole run."""
-    global _plan
-    _plan = (int(start_step), int(total_steps))
+def training_plan(total_steps):
+    """A training loop's plan (primus.train), for the launcher's progress line: the steps of
+    the whole run, counted as `steps` is (from the job's start: see resumed_at())."""
+    global _total_steps
+    _total_steps = int(total_steps)
 
 
 def heartbeat_message():
@@ -160,8 +160,8 @@ def heartbeat_message():
     agreement_waited()); rss_bytes; gpu_memory_bytes and gpu_utilization_ratio (0..1) where
     NVML sees this rank's GPU; node_stats, from the node's local rank 0 only: cpu_usage_ratio
     since the previous heartbeat, memory_used_bytes, memory_available_bytes,
-    network_receive_bytes_total and network_transmit_bytes_total (all but lo); start_step and
-    total_steps once a training loop gave its plan (training_plan()). A value that cannot be
+    network_receive_bytes_total and network_transmit_bytes_total (all but lo); total_steps once
+    a training loop gave its plan (training_plan()). A value that cannot be
     known is left out."""
     global _step_seconds
     with _beat_lock:
@@ -174,8 +174,8 @@ def heartbeat_message():
             _step_seconds = statistics.median(durations)
         message = {"type": "heartbeat", "steps": steps, "samples": samples,
                    "cpu_seconds": round(time.process_time(), 3)}
-        if _plan is not None:
-            message["start_step"], message["total_steps"] = _plan
+        if _total_steps is not None:
+            message["total_steps"] = _total_steps
         if _step_seconds is not None:
             message["step_seconds"] = round(_step_seconds, 6)
         if last_step_time is not None:

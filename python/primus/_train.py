@@ -225,7 +225,7 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
     run.total_steps = ds.steps_per_epoch * epochs
     torch.manual_seed(_seed_of(seed, job.rank))
     run.restore()
-    _control.training_plan(run.step, run.total_steps)
+    _control.training_plan(run.total_steps)
     return run.finish(run.epochs(epochs), exit_on_stop)
 
 

@@ -69,7 +69,6 @@ TEST(ControlMessages, TheFieldsOfTheTableReachTheReport) {
   ASSERT_TRUE(beat.has_value()) << error;
   EXPECT_EQ(beat->steps, std::optional<std::uint64_t>(120));
   EXPECT_EQ(beat->samples, std::optional<std::uint64_t>(3840));
-  EXPECT_EQ(beat->start_step, std::optional<std::uint64_t>(100));
   EXPECT_EQ(beat->total_steps, std::optional<std::uint64_t>(1000));
   ASSERT_TRUE(beat->node_stats.has_value());
   EXPECT_EQ(beat->node_stats->memory_available_bytes, std::optional<std::uint64_t>(8192));

@@ -352,13 +352,13 @@ TEST(LaunchMonitorProgress, ARankIsStartingUntilItsFirstHeartbeat) {
   EXPECT_EQ(status.ranks[1].state, "starting");
 }
 
-TEST(LaunchMonitorProgress, TheJobsStepIsTheSlowestRanksStartStepPlusItsSteps) {
+TEST(LaunchMonitorProgress, TheJobsStepIsTheSlowestRanksWithTheRunsTotalAndRankZerosLoss) {
   Monitor monitor("77", 0, 60);
   monitor.start_attempt(0, 2);
   EXPECT_FALSE(monitor.progress().step);
   for (std::uint32_t r = 0; r < 2; ++r) {
-    Report beat = heartbeat(r, r == 0 ? 12 : 10, 0.1, 0.2, 320);
-    beat.start_step = 300;
+    // Resumed at step 300: a rank counts its steps from there (checkpoint.load()).
+    Report beat = heartbeat(r, r == 0 ? 312 : 310, 0.1, 0.2, 320);
     beat.total_steps = 1000;
     monitor.on_report(beat, 1, 1001);
   }

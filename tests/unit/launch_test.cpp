@@ -12,6 +12,7 @@
 
 #include "cli/command_path.hpp"
 #include "primus/common/error.hpp"
+#include "process/child_process.hpp"
 #include "slurm/slurm_attempt.hpp"
 #include "slurm/slurm_queries.hpp"
 #include "slurm/step_layout.hpp"
@@ -30,6 +31,20 @@ int exited(int code) {
 
 int signaled(int sig) {
   return sig;
+}
+
+TEST(LaunchSignals, AStopReachesTheRanksWithASignalTheyTakeAsOne) {
+  // The ranks save on SIGTERM and on their --primus-preempt-signal; anything else that stops
+  // primus-launch (a Ctrl-C's SIGINT, a SIGHUP, the other user signal) reaches them as SIGTERM.
+  EXPECT_EQ(signal_for_ranks(SIGTERM, SIGUSR2), SIGTERM);
+  EXPECT_EQ(signal_for_ranks(SIGUSR2, SIGUSR2), SIGUSR2);
+  EXPECT_EQ(signal_for_ranks(SIGINT, SIGUSR2), SIGTERM);
+  EXPECT_EQ(signal_for_ranks(SIGHUP, SIGUSR2), SIGTERM);
+  EXPECT_EQ(signal_for_ranks(SIGUSR1, SIGUSR2), SIGTERM);
+  EXPECT_EQ(signal_for_ranks(SIGUSR1, SIGUSR1), SIGUSR1);
+  EXPECT_EQ(signal_number("USR1"), SIGUSR1);
+  EXPECT_EQ(signal_number("SIGHUP"), SIGHUP);
+  EXPECT_EQ(signal_number("URG"), SIGURG);
 }
 
 TEST(LaunchOutcome, ExitCodesAndDescriptionsAsAShellGivesThem) {
