@@ -1,5 +1,7 @@
 #include "primus/common/task_env.hpp"
 
+#include <algorithm>
+
 #include "primus/common/error.hpp"
 #include "primus/common/gpu_binding.hpp"
 #include "primus/common/master_node.hpp"
@@ -54,7 +56,7 @@ Framework framework_of(const ResolvedOptions& options) {
 }  // namespace
 
 EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& options,
-                               const AddressResolver& resolve_address) {
+                               const AddressResolver& resolve_address, std::uint32_t online_cpus) {
   const SlurmStep step = parse_slurm_step(env);
   const Framework framework = framework_of(options);
   std::string block_source;
@@ -95,6 +97,7 @@ EnvList slurm_task_environment(const Environment& env, const ResolvedOptions& op
       in.node_cpus = static_cast<std::uint32_t>(*n);
     }
   }
+  if (online_cpus > 0) in.node_cpus = std::min(in.node_cpus.value_or(online_cpus), online_cpus);
   in.user_set_omp_num_threads = lookup(env, "OMP_NUM_THREADS").has_value();
   in.cuda_visible_devices = bound_gpus(env, options, step.self);
   return rank_environment(in);

@@ -12,6 +12,7 @@
 #include "primus/common/options.hpp"
 #include "primus/common/slurm_step.hpp"
 #include "primus/common/task_env.hpp"
+#include "primus/os/cpus.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 
@@ -106,7 +107,8 @@ void set_task_environment(spank_t sp) {
   }
   check_directories(options, lookup(env, "SLURM_SUBMIT_DIR").value_or("/"));
 
-  const EnvList variables = slurm_task_environment(env, options, os::node_address);
+  const EnvList variables =
+      slurm_task_environment(env, options, os::node_address, os::online_cpus());
   for (const auto& [name, value] : variables) {
     if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
       throw Error("cannot set " + name + " in the task");

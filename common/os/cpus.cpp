@@ -16,4 +16,9 @@ std::uint32_t usable_cpus() {
   return online > 0 ? static_cast<std::uint32_t>(online) : 1U;
 }
 
+std::uint32_t online_cpus() {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<std::uint32_t>(online) : 1U;
+}
+
 }  // namespace primus::os

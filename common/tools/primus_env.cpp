@@ -107,8 +107,8 @@ int run(int argc, char** argv) {
         "not inside a Slurm job step (SLURM_STEP_ID is not set): run it under "
         "srun, or give --nproc N");
   }
-  std::cout << primus::format_environment(
-      primus::slurm_task_environment(env, options, primus::os::node_address));
+  std::cout << primus::format_environment(primus::slurm_task_environment(
+      env, options, primus::os::node_address, primus::os::online_cpus()));
   return 0;
 }
 

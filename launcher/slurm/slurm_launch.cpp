@@ -18,6 +18,7 @@
 #include "primus/common.hpp"
 #include "primus/common/slurm_step.hpp"
 #include "primus/common/tasks_per_node.hpp"
+#include "primus/os/cpus.hpp"
 #include "primus/os/job_secret.hpp"
 #include "primus/os/node_address.hpp"
 #include "process/child_process.hpp"
@@ -235,7 +236,8 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   const std::string node = lookup(env, "SLURMD_NODENAME").value_or(this_hostname());
   const auto [control_host, control_port] = control_address(options, node);
   plan_layout(job, env);
-  say_omp_threads(env, env_number(env, "SLURM_CPUS_ON_NODE", 0), job.tasks_per_node);
+  say_omp_threads(env, std::min(env_number(env, "SLURM_CPUS_ON_NODE", 0), os::online_cpus()),
+                  job.tasks_per_node);
   const NodeExclusions exclusions(job_path / "excluded-nodes.json");
   job.exclusions = &exclusions;
 

@@ -153,6 +153,12 @@ TEST(SlurmTaskEnvironment, PmixAndThreads) {
   task["SLURM_CPUS_ON_NODE"] = "1";
   env = as_map(slurm_task_environment(task, options, address_of));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");  // never 0
+  // A node that declares more CPUs to Slurm than it has online (the testbed's 8 on 2): the
+  // online ones are divided.
+  task["SLURM_CPUS_ON_NODE"] = "64";
+  env = as_map(slurm_task_environment(task, options, address_of, 8));
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"),
+            std::to_string(std::max(1, 8 / std::stoi(env.at("LOCAL_WORLD_SIZE")))));
 }
 
 TEST(OneMachineEnvironment, ThreadsAreTheMachinesCpusAmongTheRanks) {

@@ -18,9 +18,12 @@ using AddressResolver = std::function<std::string(const std::string& hostname)>;
 
 // The variables for the task whose environment is `task_env` (SLURM_*, CUDA_VISIBLE_DEVICES,
 // OMP_NUM_THREADS, PMIX_RANK, PRIMUS_JOB_SECRET, SLURM_SUBMIT_DIR as Slurm and the plugin set
-// them). Throws Error naming the variable or option at fault.
+// them). Throws Error naming the variable or option at fault. `online_cpus`: this node's online
+// CPUs (os::online_cpus(); 0: unknown), which bound SLURM_CPUS_ON_NODE for OMP_NUM_THREADS (a
+// node may declare more CPUs to Slurm than it has, as the testbed's do).
 EnvList slurm_task_environment(const Environment& task_env, const ResolvedOptions& options,
-                               const AddressResolver& resolve_address);
+                               const AddressResolver& resolve_address,
+                               std::uint32_t online_cpus = 0);
 
 // The variables for rank `rank` of `nproc` ranks on this machine (no Slurm).
 struct OneMachineJob {
