@@ -1,5 +1,9 @@
 // Writes the primus(7) man page, the settings section generated from the option table, so that
-// the manual names every option, variable and plugstack key exactly as the code does.
+// the manual names every option, variable and plugstack key exactly as the code does. With
+// --site-keys=man or --site-keys=markdown it writes only the plugstack keys that give site
+// defaults of user options, as spank-primus(8) (built from its .in) and the admin guide's table
+// row (checked by tests/python/test_docs.py) show them.
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -46,9 +50,33 @@ void write_option(const primus::OptionSpec& spec) {
   std::cout << "\n";
 }
 
+// The plugstack keys of user options, in the table's order: "a=, b=" with each key in bold
+// (troff) or code (markdown). --primus's own key (framework) has its own row in both documents.
+std::string site_default_keys(bool markdown) {
+  std::string out;
+  for (const primus::OptionSpec& spec : primus::option_table()) {
+    if (spec.scope != primus::OptionScope::kUser || spec.site_key.empty()) continue;
+    if (spec.name == "primus") continue;
+    if (!out.empty()) out += ", ";
+    const std::string key = std::string(spec.site_key) + "=";
+    out += markdown ? "`" + key + "`" : "\\fB" + troff(key) + "\\fR";
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strncmp(argv[1], "--site-keys=", 12) == 0) {
+    const std::string_view form = argv[1] + 12;
+    if (form != "man" && form != "markdown") {
+      std::cerr << "primus-gen-man: --site-keys: expected 'man' or 'markdown', got '" << form
+                << "'\n";
+      return 2;
+    }
+    std::cout << site_default_keys(form == "markdown") << "\n";
+    return 0;
+  }
   const std::string version = argc > 1 ? argv[1] : "unknown";
   std::cout << ".TH PRIMUS 7 \"\" \"primus " << troff(version) << "\" \"Primus for Slurm\"\n"
             << ".SH NAME\nprimus \\- distributed PyTorch and TensorFlow training on Slurm\n"

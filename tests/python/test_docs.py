@@ -2,6 +2,7 @@
 name is one the code knows, and every shell block they show is valid bash. The source tree is
 read (the README, docs/, the man pages, the examples), not the installed copy."""
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 
 TOP = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("PRIMUS_BUILD_DIR", "."))
 DOCS = [TOP / "README.md", *sorted((TOP / "docs").glob("*.md")),
-        *sorted((TOP / "docs" / "man").glob("*.[0-9]")), *sorted((TOP / "examples").rglob("*.md")),
+        *sorted((TOP / "docs" / "man").glob("*.[0-9]")),
+        *sorted((TOP / "docs" / "man").glob("*.[0-9].in")), *sorted((TOP / "examples").rglob("*.md")),
         *sorted((TOP / "examples").rglob("*.sbatch")), *sorted((TOP / "examples").rglob("*.sh"))]
 CODE = [*(TOP / d for d in ("common", "spank", "launcher", "ckpt", "collectives", "data"))]
 # Options that are no row of the table: primus-launch's own and the tools'.
@@ -106,12 +109,28 @@ def test_the_package_lists_are_the_scripts_list():
     assert not missing, f"README.md's build section lacks {missing}"
 
 
+def generated_keys(form):
+    done = subprocess.run([str(BUILD / "common" / "tools" / "primus-gen-man"), f"--site-keys={form}"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
 def test_every_plugstack_key_of_the_table_is_in_the_admin_guide_and_spank_primus():
+    """spank-primus(8)'s site-default keys are generated from the table at build time, and the
+    admin guide's row is the generator's (`make update-docs` rewrites it); the site's own keys
+    (framework, port_range, ...) have their own rows in both."""
     rows = re.findall(r'\{"([a-z][a-z_-]*)", "(?:PRIMUS_[A-Z_]*|)", "([a-z_]+)"',
                       (TOP / "common" / "option_table.cpp").read_text())
     keys = {key for _, key in rows}
     assert {"framework", "port_range", "metrics_sd_dir", "max_restarts"} <= keys, keys
-    for doc in (TOP / "docs" / "admin-guide.md", TOP / "docs" / "man" / "spank-primus.8"):
+    markdown = generated_keys("markdown")
+    assert "`max_restarts=`" in markdown and "`port_range=`" not in markdown, markdown
+    admin = (TOP / "docs" / "admin-guide.md").read_text()
+    assert f"\n| {markdown} | site defaults of the options" in admin, \
+        f"docs/admin-guide.md's row of site-default keys is not the table's (make update-docs): {markdown}"
+    man = BUILD / "spank-primus.8"
+    assert generated_keys("man") in man.read_text(), man
+    for doc in (TOP / "docs" / "admin-guide.md", man):
         text = text_of(doc)
         missing = sorted(key for key in keys if f"{key}=" not in text)
-        assert not missing, f"{doc.relative_to(TOP)} lacks the plugstack keys {missing}"
+        assert not missing, f"{doc} lacks the plugstack keys {missing}"
