@@ -277,8 +277,9 @@ PrunePlan prune_plan(const std::filesystem::path& root, std::size_t keep_last,
     return entry.step == known_good || verify_problems(entry.dir, Verify::kQuick).empty();
   };
   const auto newest_good = std::find_if(steps.begin(), steps.end(), verifies);
-  const std::optional<std::int64_t> newest_valid =
-      newest_good == steps.end() ? std::nullopt : std::optional<std::int64_t>(newest_good->step);
+  // -1: none verifies (no step is negative); a plain number, since g++ 12 at -O2 takes an
+  // optional's comparison for a read of an uninitialized value.
+  const std::int64_t newest_valid = newest_good == steps.end() ? -1 : newest_good->step;
   PrunePlan plan;
   for (const std::int64_t step :
        steps_to_prune(numbers, keep_last, keep_every, read_latest(root))) {
