@@ -225,6 +225,9 @@ Monitor::Progress Monitor::progress() const {
     out.step = out.step ? std::min(*out.step, step) : step;
     if (s.total_steps) out.total_steps = std::max(out.total_steps.value_or(0), *s.total_steps);
   }
+  // A committed step was reached by every rank: newer than heartbeats an interval old (the
+  // first one comes at a rank's first step, the next PRIMUS_HEARTBEAT_INTERVAL later).
+  if (out.step && checkpoint_step_ && *checkpoint_step_ > *out.step) out.step = checkpoint_step_;
   if (const auto it = scalars_.find({0, "loss"}); it != scalars_.end()) {
     out.loss = it->second.value;
   }

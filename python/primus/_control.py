@@ -39,6 +39,9 @@ _stats_lock = threading.Lock()
 _steps = 0
 _samples = 0
 _total_steps = None  # the steps of primus.train's whole run, for the heartbeat
+# Set where heartbeats run: the first step sends one at once, so that the launcher shows the
+# rank running at its step without waiting an interval (5 s) for the thread's first.
+_first_heartbeat_due = False
 _last_step_at = None      # time.monotonic() of the last should_stop() call
 _last_step_time = None    # time.time() of the same call
 _step_durations = collections.deque(maxlen=_WINDOW)
@@ -209,7 +212,7 @@ def step_done(stop_signal, samples=0, agreeing=True):
     samples, times it, and reports a stop signal once. agreeing=False: the step has no
     agreement, and counts with its gradient wait alone (what agreement_waited(None) does, in
     the same call: should_stop() runs at every step)."""
-    global _steps, _samples, _last_step_at, _last_step_time, _gradient_wait
+    global _steps, _samples, _last_step_at, _last_step_time, _gradient_wait, _first_heartbeat_due
     now = time.monotonic()
     with _stats_lock:
         if _last_step_at is not None:
@@ -221,6 +224,9 @@ def step_done(stop_signal, samples=0, agreeing=True):
         if not agreeing and _gradient_wait is not None:
             _agreement_waits.append(_gradient_wait)
             _gradient_wait = None
+    if _first_heartbeat_due:
+        _first_heartbeat_due = False
+        heartbeat()
     if stop_signal is not None:
         report_stop_signal(stop_signal)
 
@@ -426,7 +432,7 @@ def _goodbye():
 
 def connect(rank, secret, stop_signal_of):
     """Connects when PRIMUS_CONTROL is set; True when connected."""
-    global _sock
+    global _sock, _first_heartbeat_due
     address = _env.given("PRIMUS_CONTROL")
     if not address or _sock is not None:
         return _sock is not None
@@ -448,6 +454,7 @@ def connect(rank, secret, stop_signal_of):
           "node": _env.given("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid()})
     interval = float(_env.text("PRIMUS_HEARTBEAT_INTERVAL") or 0)
     if interval > 0:
+        _first_heartbeat_due = True
         threading.Thread(target=_heartbeats, args=(interval, stop_signal_of),
                          name="primus-heartbeat", daemon=True).start()
     previous = sys.excepthook

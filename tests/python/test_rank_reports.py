@@ -135,6 +135,22 @@ def test_a_heartbeat_tells_the_steps_samples_and_the_median_step_time(tmp_path):
     assert second["node_stats"]["memory_available_bytes"] > 0
 
 
+def test_the_first_step_sends_a_heartbeat_at_once_and_later_steps_leave_it_to_the_thread():
+    code = ("import json, primus\n"
+            "from primus import _control\n"
+            "sent = []\n"
+            "_control._sock, _control.send = object(), sent.append  # a launcher's socket\n"
+            "_control._first_heartbeat_due = True  # as start() sets it where heartbeats run\n"
+            "primus.should_stop(samples=8)\n"
+            "after_first = [m['steps'] for m in sent if m['type'] == 'heartbeat']\n"
+            "primus.should_stop(samples=8)\n"
+            "primus.should_stop(samples=8)\n"
+            "print(json.dumps([after_first, [m['steps'] for m in sent if m['type'] == 'heartbeat']]))\n")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [[1], [1]]
+
+
 def test_no_step_yet_no_step_time_and_a_broken_source_costs_one_warning():
     code = ("import json\n"
             "from primus import _control, _gpu\n"

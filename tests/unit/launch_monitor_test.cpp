@@ -372,6 +372,15 @@ TEST(LaunchMonitorProgress, TheJobsStepIsTheSlowestRanksWithTheRunsTotalAndRankZ
   EXPECT_EQ(progress.step, std::optional<std::uint64_t>(310));
   EXPECT_EQ(progress.total_steps, std::optional<std::uint64_t>(1000));
   EXPECT_EQ(progress.loss, std::optional<double>(0.41234));
+  // Heartbeats an interval old: a step committed since, which every rank reached, is newer.
+  Report committed;
+  committed.kind = ReportKind::kEvent;
+  committed.rank = 0;
+  committed.event = "checkpoint-committed";
+  committed.steps = 320;
+  committed.path = "/ckpt/step-000000000320";
+  monitor.on_report(committed, 2, 1002);
+  EXPECT_EQ(monitor.progress().step, std::optional<std::uint64_t>(320));
   // A loop without a plan: its steps alone, and no total.
   Monitor plain("78", 0, 60);
   plain.start_attempt(0, 1);
