@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <future>
+#include <memory>
 
 #include "primus/common/error.hpp"
 
@@ -18,7 +19,9 @@ std::atomic<bool>& in_flight() {
 
 struct OwnedTensor {
   TensorRef ref;
-  std::vector<unsigned char> bytes;  // the host copy that ref.data points into
+  // The host copy that ref.data points into; new[] leaves it uninitialized, as a vector's
+  // resize would not: the copy fills it, without a pass of zeros before it.
+  std::unique_ptr<unsigned char[]> bytes;
 };
 
 }  // namespace
@@ -46,9 +49,9 @@ AsyncSave::AsyncSave(const std::filesystem::path& root, std::int64_t step, int r
       const std::size_t bytes =
           static_cast<std::size_t>(element_count(t.shape) * dtype_size(t.dtype));
       if (bytes > 0 && t.data == nullptr) throw Error("tensor '" + t.name + "': no data");
-      owned.bytes.resize(bytes);
-      if (bytes > 0) std::memcpy(owned.bytes.data(), t.data, bytes);
-      owned.ref.data = owned.bytes.data();
+      owned.bytes.reset(new unsigned char[bytes]);
+      if (bytes > 0) std::memcpy(owned.bytes.get(), t.data, bytes);
+      owned.ref.data = owned.bytes.get();
     }
     impl_->state = state;
     Impl* m = impl_.get();

@@ -5,11 +5,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <system_error>
 
 #include "chunking.hpp"
 #include "crc32c.hpp"
+#include "direct_chunks.hpp"
 #include "fs.hpp"
 #include "hdf5.hpp"
 #include "igzip_chunks.hpp"
@@ -142,6 +144,8 @@ void RankWriter::add_tensor(const TensorRef& t) {
     chunk = chunk_shape(t.shape, element, m.options.chunk_bytes);
     const std::vector<hsize_t> dims(chunk.begin(), chunk.end());
     h5::check(H5Pset_chunk(dcpl.get(), static_cast<int>(dims.size()), dims.data()), "chunks");
+    // Every chunk is written whole: a fill value would only be written to be overwritten.
+    h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "fill time");
     if (compressed) {
       // Declares HDF5's standard (optional) deflate filter, so that every reader inflates the
       // chunks; igzip writes them.
@@ -153,11 +157,16 @@ void RankWriter::add_tensor(const TensorRef& t) {
   h5::Handle dataset = h5::checked(H5Dcreate2(m.tensors.get(), name.c_str(), type.get(),
                                               space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                    H5Dclose, "tensor '" + t.name + "' in " + m.path.string());
+  std::optional<std::uint32_t> crc;
   if (compressed) {
     write_deflated_chunks(dataset.get(), t.shape, chunk, element, t.data, m.options.deflate_level,
                           what);
-  } else if (count > 0) {
-    // The memory type is the file type: HDF5 copies the bits, bfloat16 included.
+  } else if (count > 0 && !t.shape.empty()) {
+    crc = write_direct_chunks(dataset.get(), t.shape, chunk, element, t.data, what);
+  }
+  if (!compressed && !crc && count > 0) {
+    // A scalar, or chunks HDF5 must assemble. The memory type is the file type: HDF5 copies
+    // the bits, bfloat16 included.
     h5::check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data), what);
   }
   TensorPart part;
@@ -167,7 +176,7 @@ void RankWriter::add_tensor(const TensorRef& t) {
   part.offset = offset;
   part.shape = t.shape;
   part.dataset = "/tensors/" + name;
-  part.crc32c = crc32c(t.data, static_cast<std::size_t>(bytes));
+  part.crc32c = crc ? *crc : crc32c(t.data, static_cast<std::size_t>(bytes));
   // For readers without Primus (h5py, h5dump): what the index says, on the dataset itself.
   h5::write_string_attribute(dataset.get(), "dtype", std::string(to_string(t.dtype)));
   h5::write_u64_array_attribute(dataset.get(), "global_shape", global);
