@@ -1,11 +1,88 @@
 #include "monitor/metrics_server.hpp"
 
-#include <httplib.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+#include <mutex>
+#include <new>
+#include <optional>
+
+#include "cli/self_process.hpp"
+#include "monitor/metrics_abi.h"
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
 
 namespace primus::launch {
+namespace {
+
+constexpr const char* kModule = "primus-metrics.so";
+
+// The module's functions; loaded once, never unloaded (its thread may outlive a server).
+struct MetricsModule {
+  decltype(&primus_metrics_abi_version) abi_version = nullptr;
+  decltype(&primus_metrics_open) open = nullptr;
+  decltype(&primus_metrics_port) port = nullptr;
+  decltype(&primus_metrics_publish) publish = nullptr;
+  decltype(&primus_metrics_close) close = nullptr;
+};
+
+template <typename Function>
+void resolve(void* handle, const char* name, Function& out, const std::string& path) {
+  out = reinterpret_cast<Function>(::dlsym(handle, name));
+  if (out == nullptr) {
+    throw Error("--primus-metrics: " + path + " lacks " + name + "; reinstall Primus");
+  }
+}
+
+MetricsModule load_module() {
+  const std::string path = metrics_module_path();
+  void* const handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    throw Error("--primus-metrics: cannot load " + path + ": " + (why ? why : "unknown error") +
+                "; reinstall Primus");
+  }
+  MetricsModule m;
+  resolve(handle, "primus_metrics_abi_version", m.abi_version, path);
+  resolve(handle, "primus_metrics_open", m.open, path);
+  resolve(handle, "primus_metrics_port", m.port, path);
+  resolve(handle, "primus_metrics_publish", m.publish, path);
+  resolve(handle, "primus_metrics_close", m.close, path);
+  if (m.abi_version() != PRIMUS_METRICS_ABI_VERSION) {
+    throw Error("--primus-metrics: " + path + " is another version's module (interface " +
+                std::to_string(m.abi_version()) + ", expected " +
+                std::to_string(PRIMUS_METRICS_ABI_VERSION) + "); reinstall Primus");
+  }
+  return m;
+}
+
+const MetricsModule& module() {
+  static std::mutex mutex;
+  static std::optional<MetricsModule> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!loaded) loaded = load_module();  // a failure is thrown again at the next try
+  return *loaded;
+}
+
+}  // namespace
+
+std::string metrics_module_path() {
+  const std::filesystem::path self = self_executable();
+  const std::filesystem::path candidates[] = {
+      self.parent_path() / "launcher" / ".libs" / kModule,
+      self.parent_path().parent_path() / "lib" / "primus" / kModule,
+      std::filesystem::path(PRIMUS_PKGLIBDIR) / kModule};
+  const auto found =
+      std::find_if(std::begin(candidates), std::end(candidates),
+                   [](const auto& path) { return ::access(path.c_str(), R_OK) == 0; });
+  if (found != std::end(candidates)) return found->lexically_normal().string();
+  throw Error(std::string("--primus-metrics: cannot find ") + kModule + " (looked in " +
+              candidates[0].parent_path().string() + ", " + candidates[1].parent_path().string() +
+              " and " + candidates[2].parent_path().string() + "); reinstall Primus");
+}
 
 std::optional<ListenAddress> parse_listen_address(const std::string& value) {
   ListenAddress where;
@@ -19,45 +96,25 @@ std::optional<ListenAddress> parse_listen_address(const std::string& value) {
   return where;
 }
 
-MetricsServer::MetricsServer(const ListenAddress& where) : server_(new httplib::Server) {
-  // One thread answers: a scrape every few seconds needs no more.
-  server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
-  server_->Get("/metrics",
-               [this](const httplib::Request& /*request*/, httplib::Response& response) {
-                 std::string text;
-                 {
-                   const std::lock_guard<std::mutex> lock(mutex_);
-                   text = text_;
-                 }
-                 response.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
-               });
-  server_->Get("/", [](const httplib::Request& /*request*/, httplib::Response& response) {
-    response.set_content("primus-launch: metrics at /metrics\n", "text/plain");
-  });
-  int port = where.port;
-  if (where.port == 0) {
-    port = server_->bind_to_any_port(where.host);
-  } else if (!server_->bind_to_port(where.host, where.port)) {
-    port = -1;
-  }
-  if (port <= 0) {
+MetricsServer::MetricsServer(const ListenAddress& where) {
+  const MetricsModule& m = module();
+  char error[256] = {};
+  server_ = m.open(where.host.c_str(), where.port, error, sizeof error);
+  if (server_ == nullptr) {
     throw Error("--primus-metrics: cannot listen on " + where.host + ":" +
                 std::to_string(where.port) +
-                " (in use, or not an address of this node; port 0 picks a free one)");
+                " (in use, or not an address of this node; port 0 picks a free one): " + error);
   }
   address_ = (where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host) +
-             ":" + std::to_string(port);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+             ":" + std::to_string(m.port(server_));
 }
 
 MetricsServer::~MetricsServer() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
+  module().close(server_);
 }
 
 void MetricsServer::publish(std::string text) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  text_ = std::move(text);
+  if (module().publish(server_, text.data(), text.size()) != 0) throw std::bad_alloc();
 }
 
 }  // namespace primus::launch

@@ -1,18 +1,14 @@
-// The Prometheus endpoint (socket adapter, cpp-httplib): serves the newest text given to
-// publish() at /metrics from a thread of its own. --primus-metrics=[ADDR:]PORT; the address
-// defaults to 127.0.0.1 (only this node), port 0 picks a free one.
+// The Prometheus endpoint: serves the newest text given to publish() at /metrics from a thread
+// of its own. --primus-metrics=[ADDR:]PORT; the address defaults to 127.0.0.1 (only this node),
+// port 0 picks a free one. The server itself (cpp-httplib) is a module, primus-metrics.so,
+// loaded here at the first MetricsServer (metrics_abi.h says why).
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
-namespace httplib {
-class Server;
-}
+struct primus_metrics;
 
 namespace primus::launch {
 
@@ -37,11 +33,13 @@ class MetricsServer {
   void publish(std::string text);
 
  private:
-  std::unique_ptr<httplib::Server> server_;
+  primus_metrics* server_ = nullptr;
   std::string address_;
-  std::mutex mutex_;
-  std::string text_;  // guarded by mutex_
-  std::thread thread_;
 };
+
+// Where primus-metrics.so is looked for, in order: the build tree beside primus-launch, the
+// lib/primus directory beside the bin directory it is installed in (an install moved whole, or
+// `make install prefix=...`), where configure put it.
+std::string metrics_module_path();
 
 }  // namespace primus::launch
