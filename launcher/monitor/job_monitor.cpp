@@ -227,14 +227,14 @@ void JobMonitor::refresh() {
     append(throughput_, line.dump() + "\n", "throughput.jsonl");
   }
   if (server_ || !setup_.metrics_file.empty()) {
-    std::string text = prometheus_text(status, monitor_.scalars());
+    const std::string text = prometheus_text(status, monitor_.scalars());
     if (!setup_.metrics_file.empty() && !write_file_atomically(setup_.metrics_file, text) &&
         !warned_) {
       warned_ = true;
       std::cerr << "primus-launch: warning: cannot write " << setup_.metrics_file.string()
                 << " (--primus-metrics-file)\n";
     }
-    if (server_) server_->publish(std::move(text));
+    if (server_) server_->publish(text);
   }
   progress_line(status);
   next_status_ = Clock::now() + setup_.status_interval;

@@ -113,7 +113,7 @@ MetricsServer::~MetricsServer() {
   module().close(server_);
 }
 
-void MetricsServer::publish(std::string text) {
+void MetricsServer::publish(const std::string& text) {
   if (module().publish(server_, text.data(), text.size()) != 0) throw std::bad_alloc();
 }
 

@@ -30,7 +30,7 @@ class MetricsServer {
 
   // "host:port" where it listens.
   const std::string& address() const { return address_; }
-  void publish(std::string text);
+  void publish(const std::string& text);
 
  private:
   primus_metrics* server_ = nullptr;
