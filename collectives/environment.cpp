@@ -5,11 +5,15 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "handshake.hpp"
 #include "primus/collectives/communicator.hpp"
+#include "primus/os/cpus.hpp"
 #include "primus/os/node_address.hpp"
 
 namespace primus::coll {
@@ -82,6 +86,16 @@ std::unique_ptr<Communicator> connect_from_environment(Options options,
   if (!options.timeout) options.timeout = settings.timeout.value_or(kDefaultTimeout);
   if (!options.integrity) options.integrity = settings.integrity;
   const auto bootstrap = make_bootstrap(settings, *options.timeout);
+  if (!options.spin) {
+    // This node's ranks: LOCAL_WORLD_SIZE (the rank environment), else at most the world.
+    std::uint64_t local = static_cast<std::uint64_t>(bootstrap->size());
+    if (const char* value = std::getenv("LOCAL_WORLD_SIZE")) {
+      std::uint64_t parsed = 0;
+      const char* end = value + std::strlen(value);
+      if (std::from_chars(value, end, parsed).ptr == end && parsed > 0) local = parsed;
+    }
+    options.spin = std::chrono::microseconds(local <= os::usable_cpus() ? kDefaultSpinMicros : 0);
+  }
   const std::string key = handshake::session_key(
       settings.secret,
       {settings.job, settings.step, static_cast<std::uint32_t>(bootstrap->size())});

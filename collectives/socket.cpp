@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -205,13 +206,24 @@ class Incoming {
   FrameCursor cursor_;
 };
 
+std::atomic<std::int64_t> g_spin_ns{0};
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 // Sends `outgoing` on `out` and receives `incoming` on `in` (either may be absent) until both
-// are done; on_received(usable bytes) after each receive that made some usable.
+// are done; on_received(usable bytes) after each receive that made some usable. A wait without
+// progress retries for the spin (set_wait_spin) before it sleeps in poll().
 void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming* incoming,
               Deadline deadline, const std::function<void(std::size_t)>& on_received) {
   auto sending = [&] { return outgoing != nullptr && !outgoing->done(); };
   auto receiving = [&] { return incoming != nullptr && !incoming->done(); };
   iovec pieces[kMaxPieces];
+  const std::chrono::nanoseconds spin(g_spin_ns.load(std::memory_order_relaxed));
+  Deadline spin_until{};  // of the wait under way; unset while transfers make progress
   while (sending() || receiving()) {
     bool progress = false;
     if (sending()) {
@@ -242,7 +254,18 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
         peer_failure(*in, std::string("connection lost: ") + std::strerror(errno));
       }
     }
-    if (progress) continue;
+    if (progress) {
+      spin_until = Deadline{};
+      continue;
+    }
+    if (spin.count() > 0) {
+      const Deadline now = Clock::now();
+      if (spin_until == Deadline{}) spin_until = now + spin;
+      if (now < spin_until) {
+        cpu_relax();
+        continue;
+      }
+    }
     pollfd entries[2] = {};
     nfds_t count = 0;
     if (sending()) entries[count++] = {out->fd(), POLLOUT, 0};
@@ -260,6 +283,11 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
 }
 
 }  // namespace
+
+void set_wait_spin(std::chrono::microseconds spin) {
+  g_spin_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(spin).count(),
+                  std::memory_order_relaxed);
+}
 
 int poll_timeout(Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

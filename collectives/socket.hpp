@@ -98,4 +98,8 @@ void exchange(const Socket& out, const void* send, std::size_t send_bytes, const
 // Milliseconds left until the deadline, for poll() (0 when past).
 int poll_timeout(Deadline deadline);
 
+// How long exchange() keeps retrying a transfer that made no progress before it sleeps in
+// poll(), for this process (Options::spin; 0 by default).
+void set_wait_spin(std::chrono::microseconds spin);
+
 }  // namespace primus::coll::net

@@ -259,6 +259,7 @@ class TcpCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> tcp_communicator(Bootstrap& bootstrap, const std::string& secret,
                                                const Options& options) {
+  net::set_wait_spin(options.spin.value_or(std::chrono::microseconds(0)));
   return std::make_unique<TcpCommunicator>(bootstrap, secret, options);
 }
 

@@ -369,6 +369,31 @@ TEST(CollTcp, EveryOpAndDtypeAtOneToEightRanksMatchesTheReferenceBitwiseEqualEve
   }
 }
 
+// Spinning before a wait (Options::spin) changes when a rank sleeps, never the results: every
+// op and dtype gives the same bits with it as without, here with more ranks than CPUs too.
+TEST(CollTcp, SpinningBeforeAWaitGivesTheSameBitsAsSleepingAtOnce) {
+  const std::vector<std::size_t> counts = {1, 1001, (std::size_t{1} << 17) + 5};
+  for (const int size : {2, 5}) {
+    std::string digest[2];
+    for (const int spin : {0, 50}) {
+      Job job;
+      job.size = size;
+      job.options.segment_bytes = 16 << 10;
+      job.options.spin = std::chrono::microseconds(spin);
+      const auto outcomes = run_ranks(
+          job, [&](Communicator& comm, const auto& report) { every_op(comm, report, counts); });
+      expect_clean(outcomes);
+      std::set<std::string> digests;
+      for (const auto& outcome : outcomes)
+        digests.insert(digest_of(outcome.output));
+      EXPECT_EQ(digests.size(), 1U) << size << " ranks, spin " << spin;
+      digest[spin != 0] = *digests.begin();
+    }
+    EXPECT_NE(digest[0], "");
+    EXPECT_EQ(digest[1], digest[0]) << size << " ranks: spinning changed a result";
+  }
+}
+
 // --primus-coll-integrity changes how the bytes travel, never the results: every op and dtype
 // gives the same bits as without it, at sizes that end in a partial frame and that the ring
 // reduces segment by segment while the rest (and its tags) is in flight.
@@ -430,10 +455,11 @@ TEST(CollTcp, HundredMebibyteFloat32SumAtTwoAndEightRanks) {
 // Job::deadline (the hang guard), far past the bound asserted here. The bound leaves room for
 // a loaded machine: a call that started just before the signal, the failures spreading from
 // rank to rank, and the scheduler.
-void survivors_fail_in_time(int signal) {
+void survivors_fail_in_time(int signal, std::chrono::microseconds spin = {}) {
   using std::chrono::milliseconds;
   Job job;
   job.size = 4;
+  job.options.spin = spin;
   job.options.timeout = milliseconds(2000);
   job.deadline = std::chrono::seconds(120);
   const milliseconds bound = 2 * *job.options.timeout + milliseconds(5000);
@@ -482,6 +508,10 @@ TEST(CollTcp, AKilledRankMakesEverySurvivorFailWithinTheDeadline) {
 }
 TEST(CollTcp, AStoppedRankMakesEverySurvivorFailWithinTheDeadline) {
   survivors_fail_in_time(SIGSTOP);
+}
+// Waiting ranks that spin before they sleep (Options::spin) still give up at the deadline.
+TEST(CollTcp, SpinningSurvivorsOfAStoppedRankFailWithinTheDeadline) {
+  survivors_fail_in_time(SIGSTOP, std::chrono::microseconds(50));
 }
 
 // A client that speaks the handshake as far as the proof without the job's secret: it claims
