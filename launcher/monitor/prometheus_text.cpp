@@ -1,19 +1,21 @@
 #include "monitor/prometheus_text.hpp"
 
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <optional>
 
 namespace primus::launch {
 namespace {
 
+// The shortest text that reads back as the same double (std::to_chars): printf's "%.17g" took
+// a sixth of the launcher's CPU at 1,024 heartbeating ranks (glibc's multi-precision digits).
 std::string number(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   char text[64];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
+  const auto done = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, done.ptr);
 }
 
 // The samples of one metric family, written together under its HELP and TYPE lines.

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include "primus/common/error.hpp"
@@ -22,9 +24,12 @@ void put(ordered_json& object, const char* key, const std::optional<T>& value) {
 // Rounded so that the file stays small and diffs read well: 6 significant digits.
 std::optional<double> rounded(const std::optional<double>& value) {
   if (!value) return std::nullopt;
+  if (!std::isfinite(*value)) return value;
   char text[64];
-  std::snprintf(text, sizeof text, "%.6g", *value);
-  return std::strtod(text, nullptr);
+  const auto done = std::to_chars(text, text + sizeof text, *value, std::chars_format::general, 6);
+  double out = *value;
+  std::from_chars(text, done.ptr, out);
+  return out;
 }
 
 template <typename T>

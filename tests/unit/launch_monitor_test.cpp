@@ -224,6 +224,7 @@ TEST(LaunchMonitor, PrometheusTextHasEveryFamilyOnceWithLabels) {
   rank.rss_bytes = 1000;
   rank.lateness_seconds = 0.125;
   rank.last_step_time = 1700000001;
+  rank.samples_per_second = 0.1;  // the shortest text that reads back, not 0.10000000000000001
   status.ranks = {rank};
   NodeStatus node;
   node.node = "n1";
@@ -237,6 +238,8 @@ TEST(LaunchMonitor, PrometheusTextHasEveryFamilyOnceWithLabels) {
   EXPECT_NE(text.find("primus_samples_total" + labels + " 320\n"), std::string::npos);
   EXPECT_NE(text.find("primus_rank_resident_memory_bytes" + labels + " 1000\n"), std::string::npos);
   EXPECT_NE(text.find("primus_rank_lateness_seconds" + labels + " 0.125\n"), std::string::npos);
+  EXPECT_NE(text.find("primus_rank_samples_per_second" + labels + " 0.1\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("primus_last_step_timestamp_seconds" + labels + " 1700000001\n"),
             std::string::npos);
   EXPECT_NE(text.find("primus_user_loss" + labels + " 0.75\n"), std::string::npos);
