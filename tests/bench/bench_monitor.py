@@ -130,6 +130,49 @@ def heartbeat_line(rank, round_number, rng_state):
     return (json.dumps(message, separators=(",", ":")) + "\n").encode()
 
 
+def heartbeat_rounds(launcher, work, send_all, rounds):
+    """Sends a heartbeat of every rank once a second for `rounds` rounds, and reads the
+    launcher's CPU ticks, this process's CPU time and throughput.jsonl's size half a second
+    after the rounds that open and close the window. Keeps one round's lines in
+    heartbeats.jsonl for the reference loop. Returns (ms per round, bytes per round,
+    {round: (wall, launcher ticks, own CPU, throughput bytes)}, connections broken)."""
+    broken = 0
+    rng = random.Random(13)
+    jitter = [rng.random() for _ in range(RANKS)]
+    t0 = time.monotonic() + 0.2
+    round_ms, line_bytes = [], []
+    window = {}
+    for k in range(rounds):
+        time.sleep(max(0.0, t0 + k - time.monotonic()))
+        t = time.perf_counter()
+        lines = [heartbeat_line(rank, k, jitter) for rank in range(RANKS)]
+        broken += send_all(lines)
+        if k == WARMUP_S + 1:
+            (work / "heartbeats.jsonl").write_bytes(b"".join(lines))
+        round_ms.append((time.perf_counter() - t) * 1e3)
+        line_bytes.append(sum(len(line) for line in lines))
+        if k in (WARMUP_S, WARMUP_S + WINDOW_S):
+            # Half a second after this round, between two rounds.
+            time.sleep(max(0.0, t0 + k + 0.5 - time.monotonic()))
+            throughput = work / "primus-local" / "throughput.jsonl"
+            window[k] = (time.monotonic(), cpu_ticks(launcher.pid), time.process_time(),
+                         throughput.stat().st_size if throughput.exists() else 0)
+    return round_ms, line_bytes, window, broken
+
+
+def scrape_metrics(work):
+    """GETs /metrics five times; prints its size and the GET's time; returns the text."""
+    metrics_address = (work / "primus-local" / "metrics.addr").read_text().strip()
+    gets, body = [], b""
+    for _ in range(5):
+        seconds, body = get_metrics(metrics_address)
+        gets.append(seconds)
+    print(f"  /metrics: {len(body)} bytes ({len(body) / RANKS:.0f} per rank); one GET: median "
+          f"{statistics.median(gets) * 1e3:.1f} ms (min {min(gets) * 1e3:.1f}, max "
+          f"{max(gets) * 1e3:.1f}, 5 GETs)")
+    return body
+
+
 def reference_us(build, lines_path):
     """The reference loop's CPU microseconds per heartbeat line (heartbeat_parse.cpp)."""
     tool = build / "tests" / "bench" / "primus-bench-heartbeat-parse"
@@ -242,27 +285,9 @@ def launcher_load(build, work, failures, missing):
                              separators=(",", ":")) + "\n").encode() for rank in range(RANKS)]
         broken = send_all(hello)
 
-        rng = random.Random(13)
-        jitter = [rng.random() for _ in range(RANKS)]
         rounds = WARMUP_S + WINDOW_S + 1  # round 0 at t0; the window spans rounds 6..35
-        t0 = time.monotonic() + 0.2
-        round_ms, line_bytes = [], []
-        window = {}
-        for k in range(rounds):
-            time.sleep(max(0.0, t0 + k - time.monotonic()))
-            t = time.perf_counter()
-            lines = [heartbeat_line(rank, k, jitter) for rank in range(RANKS)]
-            broken += send_all(lines)
-            if k == WARMUP_S + 1:
-                (work / "heartbeats.jsonl").write_bytes(b"".join(lines))
-            round_ms.append((time.perf_counter() - t) * 1e3)
-            line_bytes.append(sum(len(line) for line in lines))
-            if k in (WARMUP_S, WARMUP_S + WINDOW_S):
-                # Half a second after this round, between two rounds.
-                time.sleep(max(0.0, t0 + k + 0.5 - time.monotonic()))
-                throughput = work / "primus-local" / "throughput.jsonl"
-                window[k] = (time.monotonic(), cpu_ticks(launcher.pid), time.process_time(),
-                             throughput.stat().st_size if throughput.exists() else 0)
+        round_ms, line_bytes, window, lost = heartbeat_rounds(launcher, work, send_all, rounds)
+        broken += lost
         (w0, c0, p0, b0), (w1, c1, p1, b1) = window[WARMUP_S], window[WARMUP_S + WINDOW_S]
         wall = w1 - w0
         cpu_percent = (c1 - c0) / os.sysconf("SC_CLK_TCK") / wall * 100
@@ -277,7 +302,6 @@ def launcher_load(build, work, failures, missing):
         if max(round_ms) > 1000 or unsent or broken:
             missing.append("not every heartbeat got through (a round took over 1 s, bytes "
                            "were left unsent, or connections broke)")
-
         status_path = work / "primus-local" / "status.json"
         status_text = status_path.read_text()
         status = json.loads(status_text)
@@ -298,15 +322,7 @@ def launcher_load(build, work, failures, missing):
         if behind:
             missing.append(f"status.json does not show every rank's newest heartbeats "
                            f"({len(behind)} behind, e.g. rank {behind[0]})")
-
-        metrics_address = (work / "primus-local" / "metrics.addr").read_text().strip()
-        gets, body = [], b""
-        for _ in range(5):
-            seconds, body = get_metrics(metrics_address)
-            gets.append(seconds)
-        print(f"  /metrics: {len(body)} bytes ({len(body) / RANKS:.0f} per rank); one GET: median "
-              f"{statistics.median(gets) * 1e3:.1f} ms (min {min(gets) * 1e3:.1f}, max "
-              f"{max(gets) * 1e3:.1f}, 5 GETs)")
+        body = scrape_metrics(work)
         complaints = [line for line in stderr_path.read_text().splitlines()
                       if "malformed" in line or "refused" in line]
         if complaints:
