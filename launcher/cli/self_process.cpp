@@ -39,4 +39,22 @@ std::string self_executable() {
   return path.string();
 }
 
+std::optional<std::filesystem::path> installed_part(const std::vector<std::filesystem::path>& dirs,
+                                                    const std::string& name, int mode) {
+  for (const std::filesystem::path& dir : dirs) {
+    const std::filesystem::path path = dir / name;
+    if (::access(path.c_str(), mode) == 0) return path.lexically_normal();
+  }
+  return std::nullopt;
+}
+
+std::string listed_dirs(const std::vector<std::filesystem::path>& dirs) {
+  std::string out;
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    if (i > 0) out += i + 1 == dirs.size() ? " and " : ", ";
+    out += dirs[i].lexically_normal().string();
+  }
+  return out;
+}
+
 }  // namespace primus::launch

@@ -3,12 +3,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <iterator>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <vector>
 
 #include "cli/self_process.hpp"
 #include "monitor/metrics_abi.h"
@@ -71,17 +70,12 @@ const MetricsModule& module() {
 
 std::string metrics_module_path() {
   const std::filesystem::path self = self_executable();
-  const std::filesystem::path candidates[] = {
-      self.parent_path() / "launcher" / ".libs" / kModule,
-      self.parent_path().parent_path() / "lib" / "primus" / kModule,
-      std::filesystem::path(PRIMUS_PKGLIBDIR) / kModule};
-  const auto found =
-      std::find_if(std::begin(candidates), std::end(candidates),
-                   [](const auto& path) { return ::access(path.c_str(), R_OK) == 0; });
-  if (found != std::end(candidates)) return found->lexically_normal().string();
+  const std::vector<std::filesystem::path> dirs = {
+      self.parent_path() / "launcher" / ".libs",
+      self.parent_path().parent_path() / "lib" / "primus", std::filesystem::path(PRIMUS_PKGLIBDIR)};
+  if (const auto found = installed_part(dirs, kModule, R_OK)) return found->string();
   throw Error(std::string("--primus-metrics: cannot find ") + kModule + " (looked in " +
-              candidates[0].parent_path().string() + ", " + candidates[1].parent_path().string() +
-              " and " + candidates[2].parent_path().string() + "); reinstall Primus");
+              listed_dirs(dirs) + "); reinstall Primus");
 }
 
 std::optional<ListenAddress> parse_listen_address(const std::string& value) {

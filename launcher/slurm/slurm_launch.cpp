@@ -48,17 +48,12 @@ std::uint32_t slurm_world_size(const Environment& env) {
 // `make install prefix=...`, keeps working), else where configure put it.
 std::string task_executable() {
   const std::filesystem::path self = self_executable();
-  const std::filesystem::path candidates[] = {
-      self.parent_path() / "primus-task",
-      self.parent_path().parent_path() / "libexec" / "primus" / "primus-task",
-      std::filesystem::path(PRIMUS_PKGLIBEXECDIR) / "primus-task"};
-  const auto found =
-      std::find_if(std::begin(candidates), std::end(candidates),
-                   [](const auto& path) { return ::access(path.c_str(), X_OK) == 0; });
-  if (found != std::end(candidates)) return found->lexically_normal().string();
+  const std::vector<std::filesystem::path> dirs = {
+      self.parent_path(), self.parent_path().parent_path() / "libexec" / "primus",
+      std::filesystem::path(PRIMUS_PKGLIBEXECDIR)};
+  if (const auto found = installed_part(dirs, "primus-task", X_OK)) return found->string();
   throw Error("cannot find primus-task, which every task of the step runs (looked in " +
-              candidates[0].parent_path().string() + ", " + candidates[1].parent_path().string() +
-              " and " + candidates[2].parent_path().string() + "); reinstall Primus");
+              listed_dirs(dirs) + "); reinstall Primus");
 }
 
 // `exec primus-launch` matters for --signal=B:...: Slurm signals the batch shell, which does not
