@@ -1,8 +1,8 @@
 """Losing a node of the testbed, and bringing it back, inside a running cluster.
 
-All four nodes are daemons on this one host, so "losing" n3 means killing, with SIGKILL and in
-this order, n3's slurmd, its slurmstepd processes and every process of its tasks, then marking
-the node DOWN as root. `restore_node` starts its slurmd again exactly as scripts/slurm-testbed
+All four nodes are daemons on this one host, so "losing" n3 means freezing (SIGSTOP) n3's
+slurmd, its slurmstepd processes and every process of its tasks, killing them all (SIGKILL, the
+tasks first), then marking the node DOWN as root. `restore_node` starts its slurmd again exactly as scripts/slurm-testbed
 does and waits until the node is usable. See TESTBED.md, "Losing a node".
 
     lost = lose_node(testbed, "n3")          # refuses a node that is some job's batch host
@@ -164,9 +164,9 @@ def batch_hosts(testbed):
 # --- losing and restoring ---------------------------------------------------------------------
 
 def lose_node(testbed, node, *, batch_host=None, reason="e2e: node lost", down=True, timeout=10):
-    """Simulates losing `node`: SIGSTOP and then SIGKILL its slurmd, its slurmstepd and its
-    tasks (all frozen first, so that none reports another's end), then
-    `scontrol update NodeName=node State=DOWN Reason=...` as root.
+    """Simulates losing `node`: SIGSTOP its slurmd, its slurmstepd and its tasks, then SIGKILL
+    the tasks, the slurmstepd and the slurmd (all frozen first, so that none reports another's
+    end), then `scontrol update NodeName=node State=DOWN Reason=...` as root.
 
     Refuses (NodeLossError) a node that is the batch host of a running job, or `batch_host`
     when given. With down=False the node is left for slurmctld to notice (SlurmdTimeout);
@@ -193,10 +193,17 @@ def lose_node(testbed, node, *, batch_host=None, reason="e2e: node lost", down=T
         # says nothing: killed one by one, a rank killed before its wrapper (primus-task) let
         # the wrapper report the rank's SIGKILL to primus-launch in between, which then wrote a
         # rank-failed event before node-lost (seen once in test_node_failure's spare test).
-        # slurmd first (no report to slurmctld), then the step daemons (no task-exit report to
-        # srun), then the tasks, which otherwise live on as orphans.
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for kind in ("slurmd", "slurmstepd", "tasks"):
+        # Frozen: slurmd first (no report to slurmctld), then the step daemons (no task-exit
+        # report to srun), then the tasks. Killed the other way round, tasks first: a slurmstepd
+        # that exits before its tasks leaves their process group orphaned with stopped members,
+        # and the kernel then sends the group SIGHUP and SIGCONT (POSIX job control). A wrapper
+        # not yet killed woke up, saw its rank end by that SIGHUP and reported it: rank-failed
+        # before node-lost, seen in 2 of 18 runs of the spare test (events.jsonl: "rank 5, n3,
+        # killed by signal 1 (SIGHUP)" at the instant of the loss). A machine that vanishes
+        # sends nothing. A task with SIGKILL pending never runs again, whatever comes after.
+        for sig, kinds in ((signal.SIGSTOP, ("slurmd", "slurmstepd", "tasks")),
+                           (signal.SIGKILL, ("tasks", "slurmstepd", "slurmd"))):
+            for kind in kinds:
                 for pid in procs[kind]:
                     try:
                         os.kill(pid, sig)
