@@ -1,6 +1,7 @@
 #include "primus/data/reader.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "formats/format_ops.hpp"
+#include "mapped_file.hpp"
 #include "primus/common/error.hpp"
 #include "primus/data/format.hpp"
 #include "worker_pool.hpp"
@@ -31,7 +33,8 @@ RecordReader::RecordReader(std::shared_ptr<const Dataset> dataset, std::size_t t
     : dataset_(std::move(dataset)),
       threads_(threads != 0 ? threads : reader_threads()),
       task_([this](std::size_t t) { read_task(t); }),
-      fds_(dataset_->files().size(), -1) {}
+      fds_(dataset_->files().size(), -1),
+      maps_(dataset_->files().size()) {}
 
 RecordReader::~RecordReader() {
   abandon_read();
@@ -48,11 +51,17 @@ int RecordReader::descriptor(std::uint32_t file) {
     open_order_.erase(open_order_.begin());
     ::close(fds_[oldest]);
     fds_[oldest] = -1;
+    maps_[oldest] = MappedFile();
   }
   const std::string& path = dataset_->files()[file].path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   fds_[file] = fd;
+  // The bytes it has now; a run past them is read with pread(), which reports the change.
+  struct stat info {};
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
+    maps_[file] = MappedFile(fd, static_cast<std::uint64_t>(info.st_size));
+  }
   open_order_.push_back(file);
   return fd;
 }
@@ -211,8 +220,28 @@ bool RecordReader::open_for_runs() {
 }
 
 void RecordReader::read_run(const Run& run, std::uint8_t* const* dest) {
-  // One contiguous read into this thread's staging buffer (the kernel copies fastest that
-  // way), the CRCs checked there, and each record copied into its place.
+  const MappedFile& map = maps_[run.file];
+  if (map.resident(run.begin, run.end)) {
+    std::exception_ptr error;  // copy_run's Error (a damaged record), thrown here
+    auto copy = [&] {
+      try {
+        copy_run(run, map.data() + run.begin, dest);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    };
+    const bool whole = guard_bus(copy);
+    if (!whole) {
+      throw Error(dataset_->files()[run.file].path + ": the file shrank while it was read " +
+                  "(byte offsets " + std::to_string(run.begin) + " to " + std::to_string(run.end) +
+                  " are gone): it changed after it was indexed");
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  // Not all in the page cache: one contiguous pread() into this thread's staging buffer (the
+  // kernel reads ahead from the disk for it), the CRCs checked there, and each record copied
+  // into its place.
   thread_local std::unique_ptr<std::uint8_t[]> staging;
   thread_local std::size_t capacity = 0;
   const std::size_t size = run.end - run.begin;
@@ -221,10 +250,15 @@ void RecordReader::read_run(const Run& run, std::uint8_t* const* dest) {
     capacity = size;
   }
   read_exactly(run, staging.get(), size);
+  copy_run(run, staging.get(), dest);
+}
+
+void RecordReader::copy_run(const Run& run, const std::uint8_t* base,
+                            std::uint8_t* const* dest) const {
   const auto check = format_ops(dataset_->format().kind).check;
   for (std::size_t i = run.first; i < run.last; ++i) {
     const RecordLocation& at = where_[i];
-    const std::uint8_t* frame = staging.get() + (at.frame_offset - run.begin);
+    const std::uint8_t* frame = base + (at.frame_offset - run.begin);
     if (check != nullptr) {
       if (const auto fault = check(frame, at.frame_length)) {
         throw Error(dataset_->files()[run.file].path + ": byte offset " +

@@ -22,6 +22,7 @@
 namespace primus::data {
 
 class WorkerPool;
+class MappedFile;
 
 // The records of one read: record i is `length(i)` bytes at `data(i)`. Reused from read to
 // read, its buffer only grows (and is never zeroed): keep one per reader loop.
@@ -84,8 +85,11 @@ class RecordReader {
   void plan_runs(const std::uint64_t* ids, std::size_t count, std::uint64_t max_run);
   // Opens the files of runs_ for threads to share; false when the batch spans too many files.
   bool open_for_runs();
-  // Reads one run, checks its CRCs and copies each record to dest.
+  // Reads one run, checks its CRCs and copies each record to dest: from the file's mapping when
+  // the run is in the page cache, else through a staging buffer filled by pread().
   void read_run(const Run& run, std::uint8_t* const* dest);
+  // Checks and copies the records of `run` from `base`, its first byte; Error for a bad one.
+  void copy_run(const Run& run, const std::uint8_t* base, std::uint8_t* const* dest) const;
   // Reads the run's first `size` bytes to `to`; Error when the file ends first.
   void read_exactly(const Run& run, std::uint8_t* to, std::size_t size) const;
   // One task of a shared read: runs tasks_[t] (once their memory is ready).
@@ -107,6 +111,7 @@ class RecordReader {
   bool shared_ = false;  // its tasks were handed to the pool
   std::vector<std::exception_ptr> errors_;
   std::vector<int> fds_;                   // per file, -1 until opened
+  std::vector<MappedFile> maps_;           // per file, mapped while its descriptor is open
   std::vector<std::uint32_t> open_order_;  // files with an open descriptor, oldest first
 };
 
