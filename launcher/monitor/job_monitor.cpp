@@ -14,6 +14,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "monitor/json_text.hpp"
 #include "monitor/prometheus_text.hpp"
 #include "monitor/status.hpp"
 #include "monitor/status_view.hpp"
@@ -171,6 +172,19 @@ void JobMonitor::set_excluded_nodes(std::vector<ExcludedNode> nodes) {
 void JobMonitor::tick() {
   const auto now = Clock::now();
   if (now >= next_status_) refresh();
+  if (server_ && server_->take_request()) publish_metrics();
+}
+
+int JobMonitor::wake_fd() const {
+  return server_ ? server_->wake_fd() : -1;
+}
+
+// Built when a scrape asks, not at every refresh: a megabyte of text at 1,024 ranks was a
+// seventh of the launcher's CPU, rebuilt every second whether anyone read it or not.
+void JobMonitor::publish_metrics() {
+  const double wall = wall_seconds();
+  server_->publish(prometheus_text(monitor_.snapshot(steady_seconds(), wall, iso_time(wall)),
+                                   monitor_.scalars()));
 }
 
 void JobMonitor::refresh() {
@@ -199,42 +213,49 @@ void JobMonitor::refresh() {
   const JobStatus status = monitor_.snapshot(steady, wall, iso_time(wall));
   write_file_atomically(setup_.job_dir / "status.json", status_json(status));
   if (!status.ranks.empty() && (status.state == "running" || status.state == "stopping")) {
-    nlohmann::ordered_json line;
-    line["time"] = status.time;
-    line["allocation"] = status.allocation;
-    line["attempt"] = status.attempt;
-    nlohmann::json ranks = nlohmann::json::array();
-    nlohmann::json steps = nlohmann::json::array();
-    nlohmann::json samples = nlohmann::json::array();
-    nlohmann::json rates = nlohmann::json::array();
-    nlohmann::json lateness = nlohmann::json::array();
-    const auto value = [](const auto& optional) -> nlohmann::json {
-      if (!optional) return nullptr;
-      return *optional;
-    };
-    for (const RankStatus& r : status.ranks) {
-      ranks.push_back(r.rank);
-      steps.push_back(value(r.steps));
-      samples.push_back(value(r.samples));
-      rates.push_back(value(r.samples_per_second));
-      lateness.push_back(value(r.lateness_seconds));
+    std::string line;
+    line.reserve(64 + 48 * status.ranks.size());
+    {
+      json_text::Object o(line);
+      o.field("time", status.time);
+      o.field("allocation", status.allocation);
+      o.field("attempt", status.attempt);
+      // One array per field, a value per rank in the order of "ranks" (null: not reported).
+      const auto column = [&](const char* name, const auto& value_of) {
+        o.name(name);
+        line.push_back('[');
+        for (std::size_t i = 0; i < status.ranks.size(); ++i) {
+          if (i != 0) line.push_back(',');
+          const auto value = value_of(status.ranks[i]);
+          if (value) {
+            json_text::append_number(line, *value);
+          } else {
+            line += "null";
+          }
+        }
+        line.push_back(']');
+      };
+      column("ranks", [](const RankStatus& r) { return std::optional<std::uint64_t>(r.rank); });
+      column("steps", [](const RankStatus& r) { return r.steps; });
+      column("samples", [](const RankStatus& r) { return r.samples; });
+      column("samples_per_second", [](const RankStatus& r) { return r.samples_per_second; });
+      column("lateness_seconds", [](const RankStatus& r) { return r.lateness_seconds; });
     }
-    line["ranks"] = ranks;
-    line["steps"] = steps;
-    line["samples"] = samples;
-    line["samples_per_second"] = rates;
-    line["lateness_seconds"] = lateness;
-    append(throughput_, line.dump() + "\n", "throughput.jsonl");
+    append(throughput_, line + "\n", "throughput.jsonl");
   }
-  if (server_ || !setup_.metrics_file.empty()) {
+  if (server_ && status.state != metrics_state_) {
+    // A new state is published at once: a GET between attempts, when no loop builds its text,
+    // gets the job's state of now after its wait.
+    server_->publish(prometheus_text(status, monitor_.scalars()));
+    metrics_state_ = status.state;
+  }
+  if (!setup_.metrics_file.empty()) {
     const std::string text = prometheus_text(status, monitor_.scalars());
-    if (!setup_.metrics_file.empty() && !write_file_atomically(setup_.metrics_file, text) &&
-        !warned_) {
+    if (!write_file_atomically(setup_.metrics_file, text) && !warned_) {
       warned_ = true;
       std::cerr << "primus-launch: warning: cannot write " << setup_.metrics_file.string()
                 << " (--primus-metrics-file)\n";
     }
-    if (server_) server_->publish(text);
   }
   progress_line(status);
   next_status_ = Clock::now() + setup_.status_interval;

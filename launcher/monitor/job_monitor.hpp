@@ -54,8 +54,11 @@ class JobMonitor {
   // The nodes the job keeps out, with reasons (status.json's excluded_nodes); rewrites the status.
   void set_excluded_nodes(std::vector<ExcludedNode> nodes);
   const std::string& state() const { return monitor_.state(); }
-  // Call often (every second at least): what is due is done.
+  // Call often (every second at least, and when wake_fd() is readable): what is due is done,
+  // and /metrics answered.
   void tick();
+  // Readable while a GET of /metrics waits for its text; -1 without --primus-metrics.
+  int wake_fd() const;
   // Writes everything now.
   void refresh();
   std::string metrics_address() const { return server_ ? server_->address() : ""; }
@@ -64,6 +67,8 @@ class JobMonitor {
   void append(const os::UniqueFd& fd, const std::string& line, const char* what);
   void write_sd_file();
   void progress_line(const JobStatus& status);
+  // The Prometheus text of the job now, for the GET that asked for it.
+  void publish_metrics();
 
   JobMonitorSetup setup_;
   EventLog& events_;
@@ -75,6 +80,7 @@ class JobMonitor {
   std::chrono::steady_clock::time_point next_progress_;
   std::filesystem::path sd_file_;
   bool warned_ = false;
+  std::string metrics_state_;  // the job's state in the text /metrics has
   // The progress line's pace: the job's step and the time it first saw in this attempt.
   std::optional<std::pair<std::uint64_t, double>> pace_from_;
 };

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define PRIMUS_METRICS_ABI_VERSION 1
+#define PRIMUS_METRICS_ABI_VERSION 2
 
 struct primus_metrics;
 
@@ -27,6 +27,12 @@ struct primus_metrics* primus_metrics_open(const char* host, uint16_t port, char
 uint16_t primus_metrics_port(const struct primus_metrics* server);
 /* The text /metrics serves from now on. 0 on success, -1 when out of memory. */
 int primus_metrics_publish(struct primus_metrics* server, const char* text, size_t size);
+/* The text is built when it is asked for: a GET of /metrics makes this descriptor (an eventfd)
+ * readable and waits up to a second for the next primus_metrics_publish(), then serves the
+ * newest text it has. The launcher's loop watches the descriptor. */
+int primus_metrics_wake_fd(const struct primus_metrics* server);
+/* 1 when a GET waits for a text since the last call (and the descriptor is read empty), 0 not. */
+int primus_metrics_take_request(struct primus_metrics* server);
 /* Stops serving, joins the thread, frees the server. */
 void primus_metrics_close(struct primus_metrics* server);
 

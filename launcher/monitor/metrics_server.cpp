@@ -25,6 +25,8 @@ struct MetricsModule {
   decltype(&primus_metrics_open) open = nullptr;
   decltype(&primus_metrics_port) port = nullptr;
   decltype(&primus_metrics_publish) publish = nullptr;
+  decltype(&primus_metrics_wake_fd) wake_fd = nullptr;
+  decltype(&primus_metrics_take_request) take_request = nullptr;
   decltype(&primus_metrics_close) close = nullptr;
 };
 
@@ -46,15 +48,17 @@ MetricsModule load_module() {
   }
   MetricsModule m;
   resolve(handle, "primus_metrics_abi_version", m.abi_version, path);
-  resolve(handle, "primus_metrics_open", m.open, path);
-  resolve(handle, "primus_metrics_port", m.port, path);
-  resolve(handle, "primus_metrics_publish", m.publish, path);
-  resolve(handle, "primus_metrics_close", m.close, path);
   if (m.abi_version() != PRIMUS_METRICS_ABI_VERSION) {
     throw Error("--primus-metrics: " + path + " is another version's module (interface " +
                 std::to_string(m.abi_version()) + ", expected " +
                 std::to_string(PRIMUS_METRICS_ABI_VERSION) + "); reinstall Primus");
   }
+  resolve(handle, "primus_metrics_open", m.open, path);
+  resolve(handle, "primus_metrics_port", m.port, path);
+  resolve(handle, "primus_metrics_publish", m.publish, path);
+  resolve(handle, "primus_metrics_wake_fd", m.wake_fd, path);
+  resolve(handle, "primus_metrics_take_request", m.take_request, path);
+  resolve(handle, "primus_metrics_close", m.close, path);
   return m;
 }
 
@@ -109,6 +113,14 @@ MetricsServer::~MetricsServer() {
 
 void MetricsServer::publish(const std::string& text) {
   if (module().publish(server_, text.data(), text.size()) != 0) throw std::bad_alloc();
+}
+
+int MetricsServer::wake_fd() const {
+  return module().wake_fd(server_);
+}
+
+bool MetricsServer::take_request() {
+  return module().take_request(server_) != 0;
 }
 
 }  // namespace primus::launch

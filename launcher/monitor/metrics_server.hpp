@@ -1,7 +1,8 @@
-// The Prometheus endpoint: serves the newest text given to publish() at /metrics from a thread
-// of its own. --primus-metrics=[ADDR:]PORT; the address defaults to 127.0.0.1 (only this node),
-// port 0 picks a free one. The server itself (cpp-httplib) is a module, primus-metrics.so,
-// loaded here at the first MetricsServer (metrics_abi.h says why).
+// The Prometheus endpoint: serves /metrics from a thread of its own, the text built when a GET
+// asks for it (wake_fd() becomes readable, take_request() says so, the caller publish()es).
+// --primus-metrics=[ADDR:]PORT; the address defaults to 127.0.0.1 (only this node), port 0 picks a
+// free one. The server itself (cpp-httplib) is a module, primus-metrics.so, loaded here at the
+// first MetricsServer (metrics_abi.h says why).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,10 @@ class MetricsServer {
   // "host:port" where it listens.
   const std::string& address() const { return address_; }
   void publish(const std::string& text);
+  // Readable while a GET waits for a text.
+  int wake_fd() const;
+  // True when a GET waits for a text since the last call.
+  bool take_request();
 
  private:
   primus_metrics* server_ = nullptr;

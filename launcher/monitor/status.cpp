@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "monitor/json_text.hpp"
 #include "primus/common/error.hpp"
 
 namespace primus::launch {
@@ -16,20 +17,10 @@ namespace {
 
 using nlohmann::ordered_json;
 
-template <typename T>
-void put(ordered_json& object, const char* key, const std::optional<T>& value) {
-  if (value) object[key] = *value;
-}
-
-// Rounded so that the file stays small and diffs read well: 6 significant digits.
-std::optional<double> rounded(const std::optional<double>& value) {
+// Written with 6 significant digits, so that the file stays small and diffs read well.
+std::optional<json_text::Rounded> rounded(const std::optional<double>& value) {
   if (!value) return std::nullopt;
-  if (!std::isfinite(*value)) return value;
-  char text[64];
-  const auto done = std::to_chars(text, text + sizeof text, *value, std::chars_format::general, 6);
-  double out = *value;
-  std::from_chars(text, done.ptr, out);
-  return out;
+  return json_text::Rounded{*value};
 }
 
 template <typename T>
@@ -51,81 +42,94 @@ std::optional<T> get(const ordered_json& object, const char* key) {
 }  // namespace
 
 std::string status_json(const JobStatus& s) {
-  ordered_json out;
-  out["time"] = s.time;
-  out["job"] = s.job;
-  out["state"] = s.state;
-  out["allocation"] = s.allocation;
-  out["attempt"] = s.attempt;
-  out["restarts"] = s.restarts;
-  out["world_size"] = s.world_size;
-  out["checkpoint"] = s.checkpoint;
-  put(out, "checkpoint_step", s.checkpoint_step);
-  put(out, "checkpoint_time", s.checkpoint_time);
-  put(out, "seconds_since_checkpoint", rounded(s.seconds_since_checkpoint));
-  put(out, "median_step_seconds", rounded(s.median_step_seconds));
-  put(out, "samples_per_second", rounded(s.samples_per_second));
-  out["straggler_window_seconds"] = s.straggler_window_seconds;
-  ordered_json ranks = ordered_json::array();
-  for (const RankStatus& r : s.ranks) {
-    ordered_json o;
-    o["rank"] = r.rank;
-    o["node"] = r.node;
-    o["state"] = r.state;
-    put(o, "steps", r.steps);
-    put(o, "total_steps", r.total_steps);
-    put(o, "samples", r.samples);
-    put(o, "samples_per_second", rounded(r.samples_per_second));
-    put(o, "step_seconds", rounded(r.step_seconds));
-    put(o, "lateness_seconds", rounded(r.lateness_seconds));
-    put(o, "last_step_time", r.last_step_time);
-    put(o, "last_checkpoint_step", r.last_checkpoint_step);
-    put(o, "rss_bytes", r.rss_bytes);
-    put(o, "cpu_seconds", rounded(r.cpu_seconds));
-    put(o, "cpu_usage_ratio", rounded(r.cpu_usage_ratio));
-    put(o, "gpu_memory_bytes", r.gpu_memory_bytes);
-    put(o, "gpu_utilization_ratio", rounded(r.gpu_utilization_ratio));
-    o["straggler"] = r.straggler;
-    put(o, "seconds_since_report", rounded(r.seconds_since_report));
-    if (!r.ended.empty()) o["ended"] = r.ended;
-    ranks.push_back(std::move(o));
-  }
-  out["ranks"] = std::move(ranks);
-  ordered_json nodes = ordered_json::array();
-  for (const NodeStatus& n : s.nodes) {
-    ordered_json o;
-    o["node"] = n.node;
-    put(o, "cpu_usage_ratio", rounded(n.cpu_usage_ratio));
-    put(o, "memory_used_bytes", n.memory_used_bytes);
-    put(o, "memory_available_bytes", n.memory_available_bytes);
-    put(o, "network_receive_bytes_total", n.network_receive_bytes_total);
-    put(o, "network_transmit_bytes_total", n.network_transmit_bytes_total);
-    put(o, "network_receive_bytes_per_second", rounded(n.network_receive_bytes_per_second));
-    put(o, "network_transmit_bytes_per_second", rounded(n.network_transmit_bytes_per_second));
-    nodes.push_back(std::move(o));
-  }
-  out["nodes"] = std::move(nodes);
-  if (!s.excluded_nodes.empty()) {  // only where the job keeps nodes out
-    ordered_json excluded = ordered_json::array();
-    for (const ExcludedNode& e : s.excluded_nodes)
-      excluded.push_back(ordered_json{{"node", e.node}, {"reason", e.reason}});
-    out["excluded_nodes"] = std::move(excluded);
-  }
-  // One rank or node per line: readable with less, and small.
-  std::string text = "{";
+  using json_text::append_number;
+  using json_text::append_string;
+  std::string text;
+  text.reserve(512 + 400 * s.ranks.size() + 300 * s.nodes.size());
+  // The top level spaced, one rank or node per line: readable with less, and small.
   bool first = true;
-  for (const auto& [key, value] : out.items()) {
-    text += first ? "" : ", ";
+  const auto key = [&](const char* name) {
+    text += first ? "{" : ", ";
     first = false;
-    text += ordered_json(key).dump() + ": ";
-    if (value.is_array() && !value.empty()) {
-      text += "[";
-      for (std::size_t i = 0; i < value.size(); ++i)
-        text += (i == 0 ? "\n  " : ",\n  ") + value[i].dump();
-      text += "\n]";
-    } else {
-      text += value.dump();
+    append_string(text, name);
+    text += ": ";
+  };
+  const auto optional_number = [&](const char* name, const auto& value) {
+    if (!value) return;
+    key(name);
+    append_number(text, *value);
+  };
+  const auto array = [&](const char* name, const auto& items, const auto& write_one) {
+    key(name);
+    text += "[";
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      text += i == 0 ? "\n  " : ",\n  ";
+      write_one(items[i]);
     }
+    text += items.empty() ? "]" : "\n]";
+  };
+  key("time");
+  append_string(text, s.time);
+  key("job");
+  append_string(text, s.job);
+  key("state");
+  append_string(text, s.state);
+  for (const auto& [name, value] :
+       {std::pair<const char*, std::uint32_t>{"allocation", s.allocation},
+        {"attempt", s.attempt},
+        {"restarts", s.restarts},
+        {"world_size", s.world_size}}) {
+    key(name);
+    append_number(text, std::uint64_t{value});
+  }
+  key("checkpoint");
+  append_string(text, s.checkpoint);
+  optional_number("checkpoint_step", s.checkpoint_step);
+  optional_number("checkpoint_time", s.checkpoint_time);
+  optional_number("seconds_since_checkpoint", rounded(s.seconds_since_checkpoint));
+  optional_number("median_step_seconds", rounded(s.median_step_seconds));
+  optional_number("samples_per_second", rounded(s.samples_per_second));
+  key("straggler_window_seconds");
+  append_number(text, s.straggler_window_seconds);
+  array("ranks", s.ranks, [&](const RankStatus& r) {
+    json_text::Object o(text);
+    o.field("rank", r.rank);
+    o.field("node", r.node);
+    o.field("state", r.state);
+    o.field("steps", r.steps);
+    o.field("total_steps", r.total_steps);
+    o.field("samples", r.samples);
+    o.field("samples_per_second", rounded(r.samples_per_second));
+    o.field("step_seconds", rounded(r.step_seconds));
+    o.field("lateness_seconds", rounded(r.lateness_seconds));
+    o.field("last_step_time", r.last_step_time);
+    o.field("last_checkpoint_step", r.last_checkpoint_step);
+    o.field("rss_bytes", r.rss_bytes);
+    o.field("cpu_seconds", rounded(r.cpu_seconds));
+    o.field("cpu_usage_ratio", rounded(r.cpu_usage_ratio));
+    o.field("gpu_memory_bytes", r.gpu_memory_bytes);
+    o.field("gpu_utilization_ratio", rounded(r.gpu_utilization_ratio));
+    o.field("straggler", r.straggler);
+    o.field("seconds_since_report", rounded(r.seconds_since_report));
+    if (!r.ended.empty()) o.field("ended", r.ended);
+  });
+  array("nodes", s.nodes, [&](const NodeStatus& n) {
+    json_text::Object o(text);
+    o.field("node", n.node);
+    o.field("cpu_usage_ratio", rounded(n.cpu_usage_ratio));
+    o.field("memory_used_bytes", n.memory_used_bytes);
+    o.field("memory_available_bytes", n.memory_available_bytes);
+    o.field("network_receive_bytes_total", n.network_receive_bytes_total);
+    o.field("network_transmit_bytes_total", n.network_transmit_bytes_total);
+    o.field("network_receive_bytes_per_second", rounded(n.network_receive_bytes_per_second));
+    o.field("network_transmit_bytes_per_second", rounded(n.network_transmit_bytes_per_second));
+  });
+  if (!s.excluded_nodes.empty()) {  // only where the job keeps nodes out
+    array("excluded_nodes", s.excluded_nodes, [&](const ExcludedNode& e) {
+      json_text::Object o(text);
+      o.field("node", e.node);
+      o.field("reason", e.reason);
+    });
   }
   return text + "}\n";
 }

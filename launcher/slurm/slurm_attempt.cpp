@@ -237,11 +237,14 @@ void SrunAttempt::every_second(Clock::time_point now) {
 void SrunAttempt::supervise(int signals) {
   ControlServer& control = *settings_.control;
   while (!done()) {
-    pollfd fds[2] = {{signals, POLLIN, 0}, {control.fd(), POLLIN, 0}};
+    // The third: a GET of /metrics waiting for its text (the monitor's tick() answers it).
+    pollfd fds[3] = {{signals, POLLIN, 0},
+                     {control.fd(), POLLIN, 0},
+                     {settings_.monitor != nullptr ? settings_.monitor->wake_fd() : -1, POLLIN, 0}};
     const Clock::time_point wake = std::min({next_check_, kill_at_, srun_deadline_});
     const auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
-    const int ready = ::poll(fds, 2, static_cast<int>(std::clamp<long>(wait, 0, 1000)));
+    const int ready = ::poll(fds, 3, static_cast<int>(std::clamp<long>(wait, 0, 1000)));
     if (ready < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
     for (const Report& r : control.take())
       act(reports_.handle(r), r.rank);

@@ -6,13 +6,17 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <thread>
 
 #include "control/control_protocol.hpp"
 #include "control/control_server.hpp"
+#include "monitor/json_text.hpp"
 #include "monitor/status.hpp"
 #include "monitor/status_view.hpp"
 #include "primus/collectives/control.hpp"
@@ -288,6 +292,48 @@ TEST(LaunchControl, RanksAndWrappersThatKnowTheSecretReportAndStrangersAreRefuse
   ASSERT_GE(refusals.size(), 2U);
   EXPECT_NE(refusals[0].find("handshake failed"), std::string::npos) << refusals[0];
   EXPECT_NE(refusals[1].find("claims rank 9"), std::string::npos) << refusals[1];
+}
+
+// status.json's and throughput.jsonl's numbers: the shortest digits that read back as the same
+// double, a whole number still a float, what JSON cannot hold written as null.
+TEST(LaunchControl, JsonNumbersReadBackAsTheSameValues) {
+  const auto text = [](double value) {
+    std::string out;
+    json_text::append_number(out, value);
+    return out;
+  };
+  EXPECT_EQ(text(1.0), "1.0");
+  EXPECT_EQ(text(0.25), "0.25");
+  EXPECT_EQ(text(-3.0), "-3.0");
+  EXPECT_EQ(text(1e20), "1e+20");
+  EXPECT_EQ(text(std::nan("")), "null");
+  EXPECT_EQ(text(std::numeric_limits<double>::infinity()), "null");
+  for (const double value : {0.1, 1.0 / 3.0, 1e-7, 123456.789, 1764683651.123, 5e-324}) {
+    const nlohmann::json back = nlohmann::json::parse(text(value));
+    ASSERT_TRUE(back.is_number_float()) << text(value);
+    EXPECT_EQ(back.get<double>(), value) << text(value);
+  }
+  const auto six = [](double value) {
+    std::string out;
+    json_text::append_number(out, json_text::Rounded{value});
+    return out;
+  };
+  EXPECT_EQ(six(0.1234567), "0.123457");
+  EXPECT_EQ(six(2.0), "2.0");
+  EXPECT_EQ(six(123456789.0), "1.23457e+08");
+  EXPECT_EQ(six(std::nan("")), "null");
+  std::string out;
+  json_text::append_number(out, std::uint64_t{18446744073709551615U});
+  EXPECT_EQ(out, "18446744073709551615");
+  std::string object;
+  {
+    json_text::Object o(object);
+    o.field("a", std::optional<double>());
+    o.field("b", std::optional<std::uint64_t>(7));
+    o.field("c", "x\ty");
+    o.field("d", false);
+  }
+  EXPECT_EQ(object, "{\"b\":7,\"c\":\"x\\ty\",\"d\":false}");
 }
 
 }  // namespace
