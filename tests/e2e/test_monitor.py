@@ -174,13 +174,18 @@ def test_status_prometheus_and_watch_follow_a_job_and_name_its_straggler(testbed
         assert [s["metric"]["rank"] for s in loss] == ["0"], loss
         for name in NODE_METRICS:
             assert len(prometheus.query(f'{name}{{job="{run.job}"}}')) == 4, name
-        # The steps agree with the status (read around the query: they only grow).
+        # The steps agree with the status (read around the query: they only grow). /metrics is
+        # built at each GET, so a scrape can be newer than status.json (rewritten every second):
+        # the upper bound is a status rewritten after the query.
         before = status_json(testbed, prefix, run.job)
         steps = {int(s["metric"]["rank"]): float(s["value"][1])
                  for s in prometheus.query(f'primus_steps_total{{job="{run.job}"}}')}
+        read = status_json(testbed, prefix, run.job)["time"]
+        testbed.wait_for(lambda: status_json(testbed, prefix, run.job)["time"] != read, 10,
+                         "status.json to be rewritten after the query", 0.1)
         after = status_json(testbed, prefix, run.job)
         for b, a in zip(before["ranks"], after["ranks"]):
-            # Prometheus holds a scrape up to a second old; the status is rewritten every second.
+            # Prometheus holds a scrape up to a second old.
             assert b["steps"] - 200 <= steps[b["rank"]] <= a["steps"], (steps, before, after)
         lateness = {int(s["metric"]["rank"]): float(s["value"][1])
                     for s in prometheus.query(f'primus_rank_lateness_seconds{{job="{run.job}"}}')}
