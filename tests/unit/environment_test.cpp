@@ -35,7 +35,9 @@ TEST(JsonText, QuotesEveryCharacterJsonNeeds) {
 
 TEST(JsonText, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
   // A lone continuation byte, a truncated sequence, an overlong '/', a surrogate, past U+10FFFF.
-  EXPECT_EQ(json_quote("a\x80" "b"), "\"a\\ufffdb\"");
+  EXPECT_EQ(json_quote("a\x80"
+                       "b"),
+            "\"a\\ufffdb\"");
   EXPECT_EQ(json_quote("\xe2\x82"), "\"\\ufffd\\ufffd\"");
   EXPECT_EQ(json_quote("\xc0\xaf"), "\"\\ufffd\\ufffd\"");
   EXPECT_EQ(json_quote("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");
@@ -43,7 +45,10 @@ TEST(JsonText, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
   // Valid sequences of 2, 3 and 4 bytes pass as they are.
   const std::string valid = "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";
   EXPECT_EQ(json_quote(valid), "\"" + valid + "\"");
-  EXPECT_EQ(nlohmann::json::parse(json_quote("x\xff" "y")).get<std::string>(), "x\xef\xbf\xbdy");
+  EXPECT_EQ(nlohmann::json::parse(json_quote("x\xff"
+                                             "y"))
+                .get<std::string>(),
+            "x\xef\xbf\xbdy");
 }
 
 }  // namespace
