@@ -1,9 +1,5 @@
 #include "handshake.hpp"
 
-// The SHA256_* functions (hmac_sha256 below) are deprecated in OpenSSL 3, not removed.
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -41,6 +37,7 @@ std::uint32_t get_u32(const std::uint8_t* in) {
 
 std::array<std::uint8_t, kMacBytes> hmac(const std::string& key,
                                          const std::vector<std::uint8_t>& message) {
+  static_assert(sizeof(Sha256Digest) == kMacBytes);
   return hmac_sha256(key, message.data(), message.size());
 }
 
@@ -59,41 +56,6 @@ std::array<std::uint8_t, kMacBytes> mac(const std::string& key, std::string_view
 }
 
 }  // namespace
-
-// HMAC (RFC 2104) over OpenSSL's SHA-256 compression functions. OpenSSL 3's HMAC() fetches its
-// digest from a provider, and the first fetch in a process costs about a millisecond here: every
-// task wrapper and every rank pays it once per start, for the few HMACs of its handshakes. The
-// SHA256_* functions are deprecated in OpenSSL 3 but kept, and compute the same digest directly.
-std::array<std::uint8_t, kMacBytes> hmac_sha256(const std::string& key, const void* data,
-                                                std::size_t size) {
-  constexpr std::size_t kBlock = 64;
-  std::array<std::uint8_t, kBlock> block{};
-  if (key.size() > kBlock) {
-    SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), block.data());
-  } else {
-    std::memcpy(block.data(), key.data(), key.size());
-  }
-  std::array<std::uint8_t, kBlock> pad{};
-  std::array<std::uint8_t, kMacBytes> inner{};
-  std::array<std::uint8_t, kMacBytes> out{};
-  SHA256_CTX ctx;
-  for (std::size_t i = 0; i < kBlock; ++i)
-    pad[i] = block[i] ^ 0x36;
-  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, pad.data(), kBlock) != 1 ||
-      SHA256_Update(&ctx, data, size) != 1 || SHA256_Final(inner.data(), &ctx) != 1) {
-    throw Error("HMAC-SHA256 failed (OpenSSL SHA-256)");
-  }
-  for (std::size_t i = 0; i < kBlock; ++i)
-    pad[i] = block[i] ^ 0x5c;
-  if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, pad.data(), kBlock) != 1 ||
-      SHA256_Update(&ctx, inner.data(), inner.size()) != 1 || SHA256_Final(out.data(), &ctx) != 1) {
-    throw Error("HMAC-SHA256 failed (OpenSSL SHA-256)");
-  }
-  OPENSSL_cleanse(block.data(), block.size());
-  OPENSSL_cleanse(pad.data(), pad.size());
-  OPENSSL_cleanse(&ctx, sizeof ctx);
-  return out;
-}
 
 Nonce fresh_nonce() {
   Nonce nonce{};
@@ -163,7 +125,7 @@ bool check_challenge(const std::string& key, const Hello& hello, const Challenge
   Nonce nonce{};
   std::memcpy(nonce.data(), challenge.data(), kNonceBytes);
   const auto expected = mac(key, kAcceptorLabel, hello, nonce, acceptor_rank);
-  if (CRYPTO_memcmp(expected.data(), challenge.data() + kNonceBytes, kMacBytes) != 0) {
+  if (!equal_in_constant_time(expected.data(), challenge.data() + kNonceBytes, kMacBytes)) {
     return false;
   }
   proof = mac(key, kConnectorLabel, hello, nonce, acceptor_rank);
@@ -173,7 +135,7 @@ bool check_challenge(const std::string& key, const Hello& hello, const Challenge
 bool check_proof(const std::string& key, const Hello& hello, const Nonce& nonce,
                  std::uint32_t acceptor_rank, const Proof& proof) {
   const auto expected = mac(key, kConnectorLabel, hello, nonce, acceptor_rank);
-  return CRYPTO_memcmp(expected.data(), proof.data(), kMacBytes) == 0;
+  return equal_in_constant_time(expected.data(), proof.data(), kMacBytes);
 }
 
 ConnectionKeys connection_keys(const std::string& key, const Hello& hello,

@@ -1,5 +1,5 @@
 // The mutual challenge-response every Primus connection starts with (pure: bytes in, bytes
-// out; HMAC-SHA256 from OpenSSL). Both sides prove that they know the session key without
+// out; HMAC-SHA256 from sha256.hpp). Both sides prove that they know the session key without
 // sending it, each over a nonce the other just chose, so that a recorded handshake cannot be
 // replayed:
 //   connector -> acceptor  hello      "PRIMUSA2" | purpose u32 | flags u32 | rank u32 |
@@ -24,6 +24,7 @@
 #include <string>
 
 #include "integrity.hpp"
+#include "sha256.hpp"
 
 namespace primus::coll::handshake {
 
@@ -34,10 +35,6 @@ constexpr std::size_t kChallengeBytes = kNonceBytes + kMacBytes;
 constexpr std::size_t kProofBytes = kMacBytes;
 constexpr std::uint8_t kAccepted = 1;
 constexpr std::uint8_t kRefused = 0;
-
-// HMAC-SHA256 of `size` bytes at `data` under `key` (RFC 2104, RFC 4231).
-std::array<std::uint8_t, kMacBytes> hmac_sha256(const std::string& key, const void* data,
-                                                std::size_t size);
 
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
 using Hello = std::array<std::uint8_t, kHelloBytes>;

@@ -3,7 +3,10 @@
 // frame as additional data, nothing encrypted) under a key of that connection and direction,
 // with the frame's sequence number as the IV. A frame that was altered, dropped, replayed,
 // reordered or moved to another connection fails its check. The data is not hidden: it is only
-// authenticated. Pure apart from OpenSSL.
+// authenticated. This file is pure: the MAC itself is an Engine, AES-256-GCM from OpenSSL
+// (integrity_gcm.cpp), which only libprimus-coll links and registers when it loads, so that the
+// programs that share the control channel's code (primus-task, primus-launch), and never seal a
+// connection, do not load libcrypto.
 #pragma once
 
 #include <array>
@@ -21,6 +24,19 @@ constexpr std::size_t kFrameBytes = std::size_t{64} << 10;
 
 using Key = std::array<std::uint8_t, kKeyBytes>;
 using Tag = std::array<std::uint8_t, kTagBytes>;
+
+// Computes a frame's tag under the key it was made with, with the given 12-byte IV.
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual Tag tag(const std::uint8_t* iv, const void* frame, std::size_t bytes) = 0;
+};
+
+using EngineFactory = std::unique_ptr<Engine> (*)(const Key& key);
+
+// Installs the engine every later Mac uses (integrity_gcm.cpp's, at load). Without one, making
+// a Mac throws: --primus-coll-integrity needs libprimus-coll.
+void set_engine(EngineFactory factory) noexcept;
 
 // One direction of one connection: the tags of its frames, in order. Both ends of a direction
 // hold a Mac of the same key; the sender calls tag(), the receiver check(), frame by frame.
@@ -41,10 +57,9 @@ class Mac {
   std::uint64_t frames() const { return sequence_; }
 
  private:
-  struct Context;
   Tag compute(const void* frame, std::size_t bytes);
 
-  std::unique_ptr<Context> context_;
+  std::unique_ptr<Engine> engine_;
   std::uint64_t sequence_ = 0;
 };
 

@@ -80,8 +80,10 @@ std::string status_json(const JobStatus& status);
 // or newer launcher's file still reads.
 JobStatus parse_status(std::string_view text);
 
-// Writes `text` to `path` through a temporary file and a rename (0600); false (and no partial
-// file) when it cannot.
+// Writes `text` to `path` through a temporary file (0600) that takes the place of the old one
+// at once: a reader sees the old text or the new, whole, never a mix, and one that has the old
+// file open keeps reading it whole. False (and no partial file) when it cannot. Not durable
+// across a crash of the machine (status.json is rewritten every second; commits use fsync).
 bool write_file_atomically(const std::filesystem::path& path, const std::string& text);
 inline bool write_status(const std::filesystem::path& path, const std::string& text) {
   return write_file_atomically(path, text);

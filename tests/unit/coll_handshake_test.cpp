@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <random>
@@ -27,6 +28,49 @@ std::string hex(const std::array<std::uint8_t, kMacBytes>& bytes) {
     out += digits[b & 15];
   }
   return out;
+}
+
+TEST(CollSha256, GivesTheFips180TestVectors) {
+  EXPECT_EQ(hex(sha256("abc", 3)),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha256("", 0)), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(hex(sha256(two_blocks.data(), two_blocks.size())),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // A million 'a', given in pieces of 999 bytes that straddle the 64-byte blocks.
+  Sha256 hash;
+  const std::string piece(999, 'a');
+  for (std::size_t done = 0; done < 1000000; done += piece.size())
+    hash.update(piece.data(), std::min(piece.size(), 1000000 - done));
+  EXPECT_EQ(hex(hash.finish()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(CollSha256, AgreesWithOpenSslAtEveryLengthAndPiecing) {
+  std::mt19937 random(7);
+  for (std::size_t size = 0; size <= 300; ++size) {
+    std::string message(size, '\0');
+    for (char& c : message)
+      c = static_cast<char>(random());
+    Sha256Digest expected{};
+    SHA256(reinterpret_cast<const unsigned char*>(message.data()), size, expected.data());
+    ASSERT_EQ(hex(sha256(message.data(), size)), hex(expected)) << size << " bytes in one piece";
+    const std::size_t step = 1 + size % 70;
+    Sha256 hash;
+    for (std::size_t at = 0; at < size; at += step)
+      hash.update(message.data() + at, std::min(step, size - at));
+    ASSERT_EQ(hex(hash.finish()), hex(expected)) << size << " bytes in pieces of " << step;
+  }
+}
+
+TEST(CollSha256, ComparesEveryByte) {
+  const std::array<std::uint8_t, 5> a = {1, 2, 3, 4, 5};
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::array<std::uint8_t, 5> b = a;
+    b[i] ^= 0x80;
+    EXPECT_FALSE(equal_in_constant_time(a.data(), b.data(), a.size())) << "byte " << i;
+    EXPECT_TRUE(equal_in_constant_time(a.data(), b.data(), i)) << "the first " << i;
+  }
+  EXPECT_TRUE(equal_in_constant_time(a.data(), a.data(), a.size()));
 }
 
 TEST(CollHandshake, HmacSha256GivesTheRfc4231TestVectors) {

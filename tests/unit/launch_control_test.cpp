@@ -2,6 +2,7 @@
 // what a stop means (preemption, time limit, cancel, primus-launch stop), scontrol's records;
 // and the control channel itself over real sockets on this machine: a rank and a task wrapper
 // that know the secret get in, a stranger does not.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,6 +11,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <thread>
@@ -236,6 +240,37 @@ TEST(LaunchControl, StatusJsonHasEveryRankAndOnlyWhatIsKnownAndReadsBack) {
   EXPECT_EQ(std::filesystem::file_size(file), 3U);
   std::filesystem::remove(file);
   EXPECT_FALSE(write_status("/proc/no/such/status.json", "{}"));
+}
+
+// status.json is replaced by exchanging names with its successor (no rename over it, which on
+// ext4 writes the new file out and frees the old one's blocks first): the file is always whole,
+// a reader that opened the old one keeps it whole, and nothing is left beside it.
+TEST(LaunchStatus, ReplacingTheStatusKeepsEveryVersionWholeForItsReaders) {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("primus-status-swap-" + std::to_string(::getpid()));
+  const auto read_all = [](int fd) {
+    std::string text;
+    char buffer[256];
+    ssize_t n = 0;
+    while ((n = ::pread(fd, buffer, sizeof buffer, static_cast<off_t>(text.size()))) > 0)
+      text.append(buffer, static_cast<std::size_t>(n));
+    return text;
+  };
+  ASSERT_TRUE(write_status(file, "first\n"));
+  const int old_reader = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(old_reader, 0);
+  // A temporary file left by a launcher that died between writing it and the exchange.
+  { std::ofstream(file.string() + ".tmp") << "stale and longer than the rest"; }
+  ASSERT_TRUE(write_status(file, "second version\n"));
+  ASSERT_TRUE(write_status(file, "third\n"));
+  EXPECT_EQ(read_all(old_reader), "first\n");  // the reader's file, untouched
+  ::close(old_reader);
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "third\n");
+  EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
+  EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::remove(file);
 }
 
 std::vector<Report> wait_reports(ControlServer& server, std::size_t count) {
