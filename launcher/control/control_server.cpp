@@ -23,13 +23,15 @@ struct ControlServer::Connection {
 
 namespace {
 
-// `edge`: a connection, which read_connection() reads until the kernel has no more. Edge
-// triggered, a read connection leaves epoll's ready list at once; level triggered, each stayed
-// there to be polled again by the next wait, and by the launcher's own wait on this epoll set
-// (a tenth of the launcher's CPU at 1,024 heartbeating ranks).
+// `edge`: a connection, which read_connection() reads until the kernel has no more (a short read
+// tells). Edge triggered, a read connection leaves epoll's ready list at once; level triggered,
+// each stayed there to be polled again by the next wait, and by the launcher's own wait on this
+// epoll set (a tenth of the launcher's CPU at 1,024 heartbeating ranks).
 void add_to_epoll(int epoll, int fd, bool edge) {
   epoll_event event{};
-  event.events = edge ? EPOLLIN | EPOLLET : EPOLLIN;
+  // Edge-triggered connections also ask for EPOLLRDHUP, so that a peer's close that arrived
+  // with its last bytes is seen in the same event (read_connection stops at a short read).
+  event.events = edge ? EPOLLIN | EPOLLRDHUP | EPOLLET : EPOLLIN;
   event.data.fd = fd;
   if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event) != 0) {
     throw Error(std::string("epoll_ctl: ") + std::strerror(errno));
@@ -66,8 +68,7 @@ ControlServer::ControlServer(const std::string& bind_host, std::uint16_t port,
   arrived_ = make_eventfd();
   stop_ = make_eventfd();
   add_to_epoll(epoll_.get(), arrived_.get(), false);
-  // The session key is derived in the thread: the first HMAC initialises OpenSSL (about a
-  // millisecond), which need not delay the start of the ranks.
+  // The session key is derived in the thread, beside the start of the ranks.
   thread_ = std::thread([this, secret] { accept_loop(secret); });
 }
 
@@ -123,10 +124,14 @@ void ControlServer::adopt_new_connections() {
   }
 }
 
-void ControlServer::read_connection(Connection& c, std::vector<Report>& out) {
+void ControlServer::read_connection(Connection& c, std::uint32_t events, std::vector<Report>& out) {
   bool closed = false;
   std::string bytes;
   char buffer[16384];
+  // A read shorter than the buffer emptied the socket: what arrives later raises a new edge, so
+  // the read that would find nothing (one system call a heartbeat) is skipped, unless the peer
+  // has closed (then the loop reads on to the end).
+  const bool closing = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
   for (;;) {
     std::size_t got = 0;
     try {
@@ -136,6 +141,7 @@ void ControlServer::read_connection(Connection& c, std::vector<Report>& out) {
     }
     if (got == 0) break;
     bytes.append(buffer, got);
+    if (got < sizeof buffer && !closing) break;
   }
   bool ok = true;
   for (const std::string& line : c.lines.feed(bytes, ok)) {
@@ -208,7 +214,7 @@ std::vector<Report> ControlServer::take() {
         continue;
       }
       const auto it = connections_.find(fd);
-      if (it != connections_.end()) read_connection(*it->second, out);
+      if (it != connections_.end()) read_connection(*it->second, events[i].events, out);
     }
     if (n < 64) break;
   }

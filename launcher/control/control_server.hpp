@@ -50,7 +50,8 @@ class ControlServer {
   struct Connection;
   void accept_loop(const std::string& secret);
   void adopt_new_connections();
-  void read_connection(Connection& connection, std::vector<Report>& out);
+  // events: what epoll reported for its socket.
+  void read_connection(Connection& connection, std::uint32_t events, std::vector<Report>& out);
 
   std::unique_ptr<coll::net::Listener> listener_;
   std::string address_;
