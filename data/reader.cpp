@@ -1,7 +1,6 @@
 #include "primus/data/reader.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "formats/format_ops.hpp"
 #include "mapped_file.hpp"
+#include "mapping_cache.hpp"
 #include "primus/common/error.hpp"
 #include "primus/data/format.hpp"
 #include "worker_pool.hpp"
@@ -51,17 +51,14 @@ int RecordReader::descriptor(std::uint32_t file) {
     open_order_.erase(open_order_.begin());
     ::close(fds_[oldest]);
     fds_[oldest] = -1;
-    maps_[oldest] = MappedFile();
+    maps_[oldest].reset();
   }
   const std::string& path = dataset_->files()[file].path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   fds_[file] = fd;
   // The bytes it has now; a run past them is read with pread(), which reports the change.
-  struct stat info {};
-  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
-    maps_[file] = MappedFile(fd, static_cast<std::uint64_t>(info.st_size));
-  }
+  maps_[file] = shared_mapping(fd);
   open_order_.push_back(file);
   return fd;
 }
@@ -220,12 +217,12 @@ bool RecordReader::open_for_runs() {
 }
 
 void RecordReader::read_run(const Run& run, std::uint8_t* const* dest) {
-  const MappedFile& map = maps_[run.file];
-  if (map.resident(run.begin, run.end)) {
+  const MappedFile* map = maps_[run.file].get();
+  if (map != nullptr && map->resident(run.begin, run.end)) {
     std::exception_ptr error;  // copy_run's Error (a damaged record), thrown here
     auto copy = [&] {
       try {
-        copy_run(run, map.data() + run.begin, dest);
+        copy_run(run, map->data() + run.begin, dest);
       } catch (...) {
         error = std::current_exception();
       }

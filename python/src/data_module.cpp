@@ -387,6 +387,9 @@ PYBIND11_MODULE(_data, m) {
 
   m.def("default_index_cache_dir", &primus::data::default_index_cache_dir);
 
+  // Unmaps the data files that no reader holds (the benchmark's first epoch in a process).
+  m.def("_drop_idle_mappings", &primus::data::drop_idle_mappings);
+
   // One TFRecord frame around `data` (for tests and for writing datasets).
   m.def("tfrecord_frame", [](const py::bytes& data) {
     const std::string payload = data;

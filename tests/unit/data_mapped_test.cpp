@@ -81,7 +81,9 @@ std::vector<std::string> write_dataset(const fs::path& dir, int files, int per_f
 }
 
 // Drops the files' pages from the page cache; false when they stay (they cannot be dropped).
+// Pages that a mapping holds stay: the readers' mappings, kept after them, go first.
 bool drop_pages(const fs::path& dir) {
+  drop_idle_mappings();
   bool dropped = true;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().filename().string().rfind("part-", 0) != 0) continue;

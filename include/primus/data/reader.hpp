@@ -110,9 +110,16 @@ class RecordReader {
   std::atomic<bool> abandoned_{false};
   bool shared_ = false;  // its tasks were handed to the pool
   std::vector<std::exception_ptr> errors_;
-  std::vector<int> fds_;                   // per file, -1 until opened
-  std::vector<MappedFile> maps_;           // per file, mapped while its descriptor is open
+  std::vector<int> fds_;  // per file, -1 until opened
+  // Per file, while its descriptor is open: its mapping, shared with the process's other readers.
+  std::vector<std::shared_ptr<const MappedFile>> maps_;
   std::vector<std::uint32_t> open_order_;  // files with an open descriptor, oldest first
 };
+
+// Readers of the same file share its mapping, and the process keeps a file mapped after its
+// last reader is gone (up to 8 GiB of idle mappings), so that the next epoch or a dataset
+// opened again finds its page tables filled (data/mapping_cache.hpp). This unmaps every
+// mapping no reader holds now: a benchmark's first epoch, or memory given back.
+void drop_idle_mappings();
 
 }  // namespace primus::data
