@@ -94,7 +94,13 @@ std::unique_ptr<Communicator> connect_from_environment(Options options,
       const char* end = value + std::strlen(value);
       if (std::from_chars(value, end, parsed).ptr == end && parsed > 0) local = parsed;
     }
-    options.spin = std::chrono::microseconds(local <= os::usable_cpus() ? kDefaultSpinMicros : 0);
+    // Spinning pays where every rank has a CPU: the node's ranks fit the CPUs this one may use,
+    // or this one was bound to CPUs of its own (a mask narrower than the machine: Slurm's or a
+    // launcher's binding). The spin yields at every turn, so a rank that shares its CPU
+    // anyway lets the other run.
+    const std::uint32_t usable = os::usable_cpus();
+    const bool own_cpus = local <= usable || usable < os::online_cpus();
+    options.spin = std::chrono::microseconds(own_cpus ? kDefaultSpinMicros : 0);
   }
   const std::string key = handshake::session_key(
       settings.secret,

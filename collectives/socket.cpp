@@ -262,7 +262,10 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
       const Deadline now = Clock::now();
       if (spin_until == Deadline{}) spin_until = now + spin;
       if (now < spin_until) {
+        // Yielding lets a peer that shares this CPU run (two ranks spinning on one CPU waited
+        // out each other's spin: 12 to 44 us for an 8-byte allreduce instead of 3 to 4).
         cpu_relax();
+        std::this_thread::yield();
         continue;
       }
     }
