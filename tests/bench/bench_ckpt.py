@@ -9,8 +9,10 @@ One writer process, SIZE_MIB (default 1024) MiB of float32 tensors in 16 tensors
   async   how long save(blocking=False) blocks the caller, against a synchronous save and
           against its floor: the same bytes copied into mapped host memory on as many threads
   tmpfs   primus save vs raw write()+fsync() on /dev/shm, where no disk hides a save's CPU
-Each figure is the median of ROUNDS (default 5) interleaved rounds; the three savers take turns
-going first, and so do the two readers. Goals (ratios of medians):
+Each figure is the median of ROUNDS (default 7) interleaved rounds, printed with its spread
+(fastest-slowest): the same 1 GiB write to this VM's disk took 0.63 to 3.5 s within a minute
+(2026-12-06), so more rounds than elsewhere keep the medians to the disk's usual speed. The
+three savers take turns going first, and so do the two readers. Goals (ratios of medians):
   save >= 0.9 x raw write()+fsync() (on disk and on tmpfs) and >= 1.0 x torch.save()+fsync();
   cold load >= 0.9 x a cold raw read; async save blocks the caller <= 0.10 of a synchronous save
   or <= 1.2 x its floor (which alone takes more than 0.10 of a save where the disk is fast).
@@ -299,6 +301,9 @@ def warm_time(load):
     return timed(load)[0]
 
 
+SPREAD = {}  # key: (fastest, slowest) of its rounds
+
+
 def row(m, gib, failures, label, key, base_key=None, goal_name=None):
     """Prints a median, its ratio to base_key's (base time / this time) and, with goal_name,
     the verdict against that goal (a miss goes into failures)."""
@@ -308,6 +313,8 @@ def row(m, gib, failures, label, key, base_key=None, goal_name=None):
         print(f"  {label:<40} not measured")
         return
     line = f"  {label:<40} {m[key]:8.3f} s  {gib / m[key]:7.2f} GiB/s"
+    if key in SPREAD:
+        line += f"  ({SPREAD[key][0]:.3f}-{SPREAD[key][1]:.3f} s)"
     if base_key in m:
         ratio = m[base_key] / m[key]
         line += f"  ratio {ratio:5.2f}"
@@ -407,12 +414,13 @@ def bench(base, size_mib, rounds):
         missing.append(f"the saves on tmpfs not measured: {tmpfs_why}")
     times.update(tmpfs or {})
     m = {k: statistics.median(v) for k, v in times.items() if v}
+    SPREAD.update({k: (min(v), max(v)) for k, v in times.items() if v})
     return report(m, total, rounds, base, not_cold, tmpfs_why, missing)
 
 
 def main():
     size_mib = int(os.environ.get("PRIMUS_BENCH_CKPT_MIB", "1024"))
-    rounds = int(os.environ.get("PRIMUS_BENCH_CKPT_ROUNDS", "5"))
+    rounds = int(os.environ.get("PRIMUS_BENCH_CKPT_ROUNDS", "7"))
     if size_mib < 1 or rounds < 1:
         print("bench_ckpt.py: PRIMUS_BENCH_CKPT_MIB and PRIMUS_BENCH_CKPT_ROUNDS must be >= 1",
               file=sys.stderr)
