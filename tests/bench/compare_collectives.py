@@ -11,7 +11,9 @@ the larger of the two), and the ceiling plus reduction: a 2-rank allreduce of S 
 bytes each way and sums S/2 bytes on each rank, on the same two cores that copy the bytes, so
 its busbw is at most S / (S / ceiling + the time two processes take to sum S/2 bytes at once,
 tests/bench/collectives/sum_rate.cpp, measured in every round). Each sweep runs ROUNDS times
-(alternating order) and keeps each size's best. Prints busbw per size, the ratios, and the goals:
+(alternating order); each figure is the median of the rounds (each ceiling the median of its
+rounds' bests), primus's spread (slowest-fastest busbw) printed beside it. Prints busbw per
+size, the ratios, and the goals:
   busbw at every size from 4 KiB up >= the best of Open MPI's algorithms (its own choice
   included) and >= Gloo; busbw at >= 1 MiB >= 0.9 of the ceiling plus reduction;
   time at 8 B <= 1.0 x Open MPI-TCP's best.
@@ -20,11 +22,12 @@ build or is not installed, a run that fails, a size without a row, a ceiling of 
 side is named on a '# MISSING:' line. '# all goals met' (exit 0) means everything was compared.
 Usage: compare_collectives.py BUILD_DIR (where primus-bench-collectives was built)
 Environment: PRIMUS_BENCH_COLL_MAX (bytes, default 256 MiB, at least 1 MiB),
-PRIMUS_BENCH_COLL_ROUNDS (3)."""
+PRIMUS_BENCH_COLL_ROUNDS (5)."""
 
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -231,13 +234,15 @@ def build_tools(tools):
     return why
 
 
-def best(runs):
-    merged = {}
+def median_rows(runs):
+    """{size: (median time, median busbw, slowest busbw, fastest busbw)} over the rounds."""
+    by_size = {}
     for rows in runs:
         for size, (time, busbw) in rows.items():
-            old = merged.get(size)
-            merged[size] = (min(time, old[0]), max(busbw, old[1])) if old else (time, busbw)
-    return merged
+            by_size.setdefault(size, []).append((time, busbw))
+    return {size: (statistics.median(t for t, _ in values), statistics.median(b for _, b in values),
+                   min(b for _, b in values), max(b for _, b in values))
+            for size, values in by_size.items()}
 
 
 def listed(sizes):
@@ -296,7 +301,7 @@ def best_mpi(merged_by_algorithm):
     """{size: (time, busbw, algorithm)}: the fastest of Open MPI's algorithms at each size."""
     out = {}
     for algorithm, rows in merged_by_algorithm.items():
-        for size, (time, busbw) in rows.items():
+        for size, (time, busbw, *_) in rows.items():
             if size not in out or busbw > out[size][1]:
                 out[size] = (time, busbw, algorithm)
     return out
@@ -305,7 +310,7 @@ def best_mpi(merged_by_algorithm):
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "."
     max_bytes = int(os.environ.get("PRIMUS_BENCH_COLL_MAX", str(256 << 20)))
-    rounds = int(os.environ.get("PRIMUS_BENCH_COLL_ROUNDS", "3"))
+    rounds = int(os.environ.get("PRIMUS_BENCH_COLL_ROUNDS", "5"))
     if rounds < 1 or max_bytes < 1 << 20:
         print("compare_collectives.py: PRIMUS_BENCH_COLL_ROUNDS must be >= 1 and "
               "PRIMUS_BENCH_COLL_MAX >= 1048576 (the busbw goals start at 1 MiB)", file=sys.stderr)
@@ -329,7 +334,7 @@ def main():
         sweeps, ceilings, sums = measure(build, tools, why, sizes, max_bytes, rounds, missing)
     finally:
         shutil.rmtree(tools, ignore_errors=True)
-    merged = {side: best(runs) for side, runs in sweeps.items()}
+    merged = {side: median_rows(runs) for side, runs in sweeps.items()}
     for side, runs in sweeps.items():
         name = side.partition(":")[0]
         if why.get(name):
@@ -344,15 +349,14 @@ def main():
     mpi_by = {int(side.partition(":")[2]): rows for side, rows in merged.items()
               if side.startswith("mpi:") and rows}
     mpi = best_mpi(mpi_by)
-    ceiling_by = {mode: max(values, default=0.0) for mode, values in ceilings.items()}
+    ceiling_by = {mode: statistics.median(values) if values else 0.0
+                  for mode, values in ceilings.items()}
     ceiling = max(ceiling_by.values())
     for mode, value in ceiling_by.items():
         if value <= 0 and not why.get("ceiling"):
             missing.append(f"ceiling with {CEILINGS[mode]}: not measured in any round")
-    sum_time = {}
-    for rows in sums:
-        for size, seconds in rows.items():
-            sum_time[size] = min(seconds, sum_time.get(size, seconds))
+    sum_time = {size: statistics.median(rows[size] for rows in sums if size in rows)
+                for size in set().union(*sums)} if sums else {}
     if not sums and not why.get("sum"):
         missing.append("the sums of the ceiling plus reduction: not measured in any round")
     report(primus, mpi, mpi_by, gloo, ceiling_by, ceiling, sum_time, sizes, rounds, missing)
@@ -370,18 +374,18 @@ def bound_of(size, ceiling, sum_time):
 
 
 def report(primus, mpi, mpi_by, gloo, ceiling_by, ceiling, sum_time, sizes, rounds, missing):
-    print(f"# allreduce float32 sum, 2 ranks, best of {rounds} sweeps each; busbw in GB/s; "
+    print(f"# allreduce float32 sum, 2 ranks, median of {rounds} sweeps each; busbw in GB/s; "
           "ompi-best: the fastest of Open MPI's algorithms at that size (which in the last "
           "column)")
     gbs = {mode: f"{value:.3f} GB/s" if value > 0 else "not measured"
            for mode, value in dict(ceiling_by, ceiling=ceiling).items()}
-    print(f"# ceiling (loopback TCP both ways at {CEILING_BYTES >> 20} MiB, best of "
-          f"{CEILING_RUNS} in each round): {gbs['backend']} with the backend's socket options, "
+    print(f"# ceiling (loopback TCP both ways at {CEILING_BYTES >> 20} MiB, the median over the "
+          f"rounds of the best of {CEILING_RUNS} in each): {gbs['backend']} with the backend's socket options, "
           f"{gbs['kernel']} with the kernel's default buffers; the larger, {gbs['ceiling']}, is "
           "the ceiling; bound: the ceiling plus reduction")
     print(f"# {'size(B)':>10} {'primus':>8} {'ompi':>8} {'ompi-best':>9} {'gloo':>8} "
           f"{'bound':>8} {'/ompi':>6} {'/best':>6} {'/gloo':>6} {'/ceil':>6} {'/bound':>6}  "
-          "best algorithm")
+          "best algorithm; primus's spread")
     failures = []
 
     def cell(value, width=8):
@@ -398,9 +402,10 @@ def report(primus, mpi, mpi_by, gloo, ceiling_by, ceiling, sum_time, sizes, roun
         g = gloo[size][1] if size in gloo else None
         b = bound_of(size, ceiling, sum_time)
         algorithm = MPI_ALGORITHMS[mpi[size][2]] if size in mpi else "-"
+        spread = f"{primus[size][2]:.3f}-{primus[size][3]:.3f}" if size in primus else "-"
         print(f"  {size:>10} {cell(p)} {cell(m0)} {cell(m, 9)} {cell(g)} {cell(b)} "
               f"{ratio(p, m0)} {ratio(p, m)} {ratio(p, g)} {ratio(p, ceiling)} {ratio(p, b)}  "
-              f"{algorithm}")
+              f"{algorithm}; {spread}")
         if p is None:
             continue
         if size >= SIZE_GOAL_FROM:
