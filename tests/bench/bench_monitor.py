@@ -5,9 +5,10 @@
     control connections itself (the job secret and address read from a rank's environment),
     sends each a hello and then one heartbeat a second like the primus package's (node_stats on
     every 8th rank, as a node's local rank 0). After a 5 s warm-up the launcher's CPU time is
-    read from /proc over 30 s; prints its CPU use in % of one core, status.json's size,
-    throughput.jsonl's growth per second, the /metrics text's size and the time of one GET, and
-    a linear extrapolation to 100,000 ranks. Goal: the launcher's CPU per heartbeat <= 4 x a
+    read from /proc over 30 s, in 6 windows of 5 s (their median and spread), and the reference
+    loop below is run 5 times (median and spread); prints its CPU use in % of one core,
+    status.json's size, throughput.jsonl's growth per second, the /metrics text's size and the
+    time of one GET, and a linear extrapolation to 100,000 ranks. Goal: the launcher's CPU per heartbeat <= 4 x a
     reference loop's, measured in the same run: tests/bench/heartbeat_parse.cpp parsing the
     same heartbeat lines with the launcher's JSON parser and nothing else (the least that
     understanding a heartbeat takes on this machine); the share of a core is printed beside it.
@@ -40,6 +41,8 @@ RANKS = 1024
 RANKS_PER_NODE = 8      # the simulated layout: node_stats from every 8th rank
 WARMUP_S = 5            # heartbeat rounds before the CPU window
 WINDOW_S = 30           # the CPU window
+SUB_WINDOW_S = 5        # ... measured in pieces this long: the median and spread of 6 rounds
+REFERENCE_ROUNDS = 5    # runs of the reference loop
 GOAL_REFERENCE_RATIO = 4.0  # the launcher's CPU per heartbeat, against the reference loop's
 GOAL_RATIO = 0.99
 LIB_DIRS = ("data/.libs", "ckpt/.libs", "collectives/.libs")
@@ -98,6 +101,17 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+def cpu_ns(pid):
+    """Nanoseconds the process's threads have run (schedstat: finer than the clock ticks)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended
+    return total
+
+
 def environ_of(pid):
     with open(f"/proc/{pid}/environ", "rb") as f:
         entries = f.read().split(b"\0")
@@ -151,12 +165,13 @@ def heartbeat_rounds(launcher, work, send_all, rounds):
             (work / "heartbeats.jsonl").write_bytes(b"".join(lines))
         round_ms.append((time.perf_counter() - t) * 1e3)
         line_bytes.append(sum(len(line) for line in lines))
-        if k in (WARMUP_S, WARMUP_S + WINDOW_S):
+        if k >= WARMUP_S and (k - WARMUP_S) % SUB_WINDOW_S == 0 and k <= WARMUP_S + WINDOW_S:
             # Half a second after this round, between two rounds.
             time.sleep(max(0.0, t0 + k + 0.5 - time.monotonic()))
             throughput = work / "primus-local" / "throughput.jsonl"
             window[k] = (time.monotonic(), cpu_ticks(launcher.pid), time.process_time(),
-                         throughput.stat().st_size if throughput.exists() else 0)
+                         throughput.stat().st_size if throughput.exists() else 0,
+                         cpu_ns(launcher.pid))
     return round_ms, line_bytes, window, broken
 
 
@@ -288,7 +303,7 @@ def launcher_load(build, work, failures, missing):
         rounds = WARMUP_S + WINDOW_S + 1  # round 0 at t0; the window spans rounds 6..35
         round_ms, line_bytes, window, lost = heartbeat_rounds(launcher, work, send_all, rounds)
         broken += lost
-        (w0, c0, p0, b0), (w1, c1, p1, b1) = window[WARMUP_S], window[WARMUP_S + WINDOW_S]
+        (w0, c0, p0, b0, _), (w1, c1, p1, b1, _) = window[WARMUP_S], window[WARMUP_S + WINDOW_S]
         wall = w1 - w0
         cpu_percent = (c1 - c0) / os.sysconf("SC_CLK_TCK") / wall * 100
         client_percent = (p1 - p0) / wall * 100
@@ -307,12 +322,19 @@ def launcher_load(build, work, failures, missing):
         status = json.loads(status_text)
         behind = [r["rank"] for r in status["ranks"]
                   if r.get("state") != "running" or (r.get("steps") or 0) < 100 + 10 * (rounds - 3)]
-        per_heartbeat = (c1 - c0) / os.sysconf("SC_CLK_TCK") / (RANKS * WINDOW_S) * 1e6
-        reference = reference_us(build, work / "heartbeats.jsonl")
-        print(f"  launcher CPU over {wall:.1f} s: {cpu_percent:.2f} % of one core "
-              f"({per_heartbeat:.1f} us per heartbeat); the reference loop, parsing the same "
-              f"lines: {reference:.2f} us each; ratio {per_heartbeat / reference:.1f} (goal <= "
-              f"{GOAL_REFERENCE_RATIO:.0f})")
+        starts = sorted(window)
+        pieces = [(window[b][4] - window[a][4]) / 1e3 / (RANKS * (b - a))
+                  for a, b in zip(starts, starts[1:])]
+        per_heartbeat = statistics.median(pieces)
+        references = [reference_us(build, work / "heartbeats.jsonl")
+                      for _ in range(REFERENCE_ROUNDS)]
+        reference = statistics.median(references)
+        print(f"  launcher CPU over {wall:.1f} s: {cpu_percent:.2f} % of one core; per "
+              f"heartbeat, the median of {len(pieces)} windows of {SUB_WINDOW_S} s: "
+              f"{per_heartbeat:.1f} us ({min(pieces):.1f}-{max(pieces):.1f}); the reference loop, "
+              f"parsing the same lines, median of {REFERENCE_ROUNDS} runs: {reference:.2f} us "
+              f"({min(references):.2f}-{max(references):.2f}); ratio "
+              f"{per_heartbeat / reference:.1f} (goal <= {GOAL_REFERENCE_RATIO:.0f})")
         print(f"  status.json: {len(status_text)} bytes ({len(status_text) / RANKS:.0f} per rank; "
               f"{len(status['nodes'])} nodes); ranks not running or more than 2 rounds behind: "
               f"{len(behind)}")
