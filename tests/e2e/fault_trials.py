@@ -5,6 +5,7 @@ of 4 nodes x 2 ranks under `exec primus-launch`, aim one fault at an instant of 
 follow the job to its end: a requeued job is started again at once (slurm_jobs.start_again),
 and Launch.wait_ended checks that no process of it is left on a node."""
 
+import datetime
 import os
 import signal
 import time
@@ -31,9 +32,16 @@ def wait_instant(testbed, run, instant, reference):
     if instant == "imports":
         time.sleep(1)
     elif instant == "rendezvous":
+        # Timed from the launched event itself, not from when the poll above saw it (up to
+        # 0.25 s later, and the events file's write before that): in scripts/test on 745f040
+        # this run was ready 2.92 s after its launch, before 0.7 of the reference's time had
+        # passed since the poll saw the launch.
         ready = [float(e["details"]["seconds"]) for e in reference.events()
                  if e["event"] == "ranks-ready"]
-        time.sleep(0.7 * ready[0])
+        launched = next(e for e in events_of(run) if e["event"] == "launched"
+                        and e["allocation"] == 0)
+        at = datetime.datetime.fromisoformat(launched["time"].replace("Z", "+00:00")).timestamp()
+        time.sleep(max(0.0, at + 0.7 * ready[0] - time.time()))
     elif instant == "first-step":
         run.wait_step(1)
     elif instant == "save":
