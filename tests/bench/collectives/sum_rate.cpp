@@ -30,7 +30,8 @@ double seconds_per_sum(std::size_t floats, int runs) {
       for (std::size_t i = 0; i < floats; ++i)
         a[i] += b[i];
     }
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::min(best, t / static_cast<double>(per_run));
   }
   volatile float sink = into[floats / 2];
