@@ -335,6 +335,7 @@ def launcher_load(build, work, failures, missing):
               f"parsing the same lines, median of {REFERENCE_ROUNDS} runs: {reference:.2f} us "
               f"({min(references):.2f}-{max(references):.2f}); ratio "
               f"{per_heartbeat / reference:.1f} (goal <= {GOAL_REFERENCE_RATIO:.0f})")
+        print("  the windows in order, us per heartbeat: " + " ".join(f"{x:.1f}" for x in pieces))
         print(f"  status.json: {len(status_text)} bytes ({len(status_text) / RANKS:.0f} per rank; "
               f"{len(status['nodes'])} nodes); ranks not running or more than 2 rounds behind: "
               f"{len(behind)}")
