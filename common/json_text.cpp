@@ -40,6 +40,19 @@ void append_json_string(std::string& out, std::string_view text) {
                                                 '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'};
   out += '"';
   for (std::size_t i = 0; i < text.size();) {
+    // A run of bytes that stand for themselves goes in at once (status.json's names and
+    // values, once a second for every rank, are nothing else).
+    std::size_t plain = i;
+    while (plain < text.size()) {
+      const auto byte = static_cast<unsigned char>(text[plain]);
+      if (byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\') break;
+      ++plain;
+    }
+    if (plain != i) {
+      out.append(text.data() + i, plain - i);
+      i = plain;
+      continue;
+    }
     const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
     if (byte >= 0x80) {

@@ -78,7 +78,9 @@ std::uint32_t restarts_recorded(const std::filesystem::path& events) {
 JobMonitor::JobMonitor(JobMonitorSetup setup, EventLog& events)
     : setup_(std::move(setup)),
       events_(events),
-      monitor_(setup_.job_id, setup_.allocation, setup_.straggler_window_seconds) {
+      monitor_(setup_.job_id, setup_.allocation, setup_.straggler_window_seconds),
+      status_file_(setup_.job_dir / "status.json") {
+  if (!setup_.metrics_file.empty()) metrics_file_.emplace(setup_.metrics_file);
   monitor_.set_earlier_restarts(restarts_recorded(setup_.job_dir / "events.jsonl"));
   throughput_ = open_append(setup_.job_dir / "throughput.jsonl");
   metrics_ = open_append(setup_.job_dir / "metrics.jsonl");
@@ -211,7 +213,7 @@ void JobMonitor::refresh() {
     }
   }
   const JobStatus status = monitor_.snapshot(steady, wall, iso_time(wall));
-  write_file_atomically(setup_.job_dir / "status.json", status_json(status));
+  status_file_.write(status_json(status));
   if (!status.ranks.empty() && (status.state == "running" || status.state == "stopping")) {
     std::string line;
     line.reserve(64 + 48 * status.ranks.size());
@@ -249,9 +251,9 @@ void JobMonitor::refresh() {
     server_->publish(prometheus_text(status, monitor_.scalars()));
     metrics_state_ = status.state;
   }
-  if (!setup_.metrics_file.empty()) {
+  if (metrics_file_) {
     const std::string text = prometheus_text(status, monitor_.scalars());
-    if (!write_file_atomically(setup_.metrics_file, text) && !warned_) {
+    if (!metrics_file_->write(text) && !warned_) {
       warned_ = true;
       std::cerr << "primus-launch: warning: cannot write " << setup_.metrics_file.string()
                 << " (--primus-metrics-file)\n";

@@ -16,6 +16,7 @@
 #include "control/control_protocol.hpp"
 #include "monitor/metrics_server.hpp"
 #include "monitor/monitor.hpp"
+#include "monitor/replaced_file.hpp"
 #include "primus/os/unique_fd.hpp"
 #include "supervise/events.hpp"
 
@@ -74,6 +75,8 @@ class JobMonitor {
   EventLog& events_;
   Monitor monitor_;
   std::unique_ptr<MetricsServer> server_;
+  ReplacedFile status_file_;
+  std::optional<ReplacedFile> metrics_file_;  // --primus-metrics-file
   os::UniqueFd throughput_;
   os::UniqueFd metrics_;
   std::chrono::steady_clock::time_point next_status_;
