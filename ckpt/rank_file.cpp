@@ -1,6 +1,7 @@
 #include "rank_file.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "crc32c.hpp"
 #include "fs.hpp"
+#include "pipelined_read.hpp"
 #include "primus/ckpt/layout.hpp"
 
 namespace primus::ckpt {
@@ -21,9 +23,22 @@ namespace {
 // zlib's deflate never compresses better than 1032:1 (its documented limit).
 constexpr std::uint64_t kMaxDeflateRatio = 1032;
 constexpr std::size_t kVerifySlabBytes = std::size_t{64} << 20;
-// One pread of a direct read: large enough to stream, small enough that the CRC32C that follows
-// it finds the bytes still in the CPU's cache.
+// One pread of a direct read: large enough to stream, small enough that the CRC32C computed
+// beside the next one finds the bytes still in the CPU's cache.
 constexpr std::size_t kDirectPieceBytes = std::size_t{8} << 20;
+
+// Whether the page where the piece starts is in the page cache (mincore on a mapping of it:
+// a probe that reads nothing and starts no readahead). Unsure counts as not.
+bool in_page_cache(int fd, const ReadPiece& piece) {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t start = piece.file_offset / page * page;
+  void* const mapped = ::mmap(nullptr, page, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (mapped == MAP_FAILED) return false;
+  unsigned char resident = 0;
+  const bool known = ::mincore(mapped, page, &resident) == 0;
+  ::munmap(mapped, page);
+  return known && (resident & 1) != 0;
+}
 
 struct FileRun {
   std::uint64_t file_offset;
@@ -191,28 +206,24 @@ std::optional<std::uint32_t> RankFile::read_direct(const std::string& dataset, h
       corrupt(dataset + ": its data lies outside the file");
     }
   }
-  Crc32c crc;
+  std::vector<ReadPiece> pieces;
   auto* const base = static_cast<unsigned char*>(out);
   for (const FileRun& run : runs) {
-    std::uint64_t done = 0;
-    while (done < run.bytes) {
+    for (std::uint64_t done = 0; done < run.bytes;) {
       const std::size_t want =
           static_cast<std::size_t>(std::min<std::uint64_t>(kDirectPieceBytes, run.bytes - done));
-      unsigned char* const into = base + run.out_offset + done;
-      std::size_t got = 0;
-      while (got < want) {
-        const ssize_t n = ::pread(fd_.get(), into + got, want - got,
-                                  static_cast<off_t>(run.file_offset + done + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) corrupt(dataset + ": cannot read: " + std::strerror(errno));
-        if (n == 0) corrupt(dataset + ": the file ends inside its data");
-        got += static_cast<std::size_t>(n);
-      }
-      crc.update(into, want);
+      pieces.push_back({base + run.out_offset + done, want, run.file_offset + done});
       done += want;
     }
   }
-  return crc.value();
+  // From the disk one stream (in order), from the page cache two copies at once.
+  const int readers = !pieces.empty() && in_page_cache(fd_.get(), pieces.front()) ? 2 : 1;
+  try {
+    return read_with_checksum(fd_.get(), pieces, readers);
+  } catch (const PieceReadError& failure) {
+    if (failure.error == 0) corrupt(dataset + ": the file ends inside its data");
+    corrupt(dataset + ": cannot read: " + std::strerror(failure.error));
+  }
 }
 
 void RankFile::verify(const std::string& dataset, DType dtype, const Shape& shape,

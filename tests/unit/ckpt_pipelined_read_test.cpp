@@ -1,0 +1,103 @@
+// read_with_checksum (ckpt/pipelined_read.hpp): a tensor's pieces read from a real file by one
+// or two threads while a third checksums them in order; every byte in place, the CRC32C of the
+// whole, and a clear failure (no hang, no thread left) for a short file or a bad descriptor.
+#include "pipelined_read.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "crc32c.hpp"
+
+namespace primus::ckpt {
+namespace {
+
+class PipelinedReadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = std::filesystem::temp_directory_path() /
+            ("primus-pipelined-" + std::to_string(::getpid()) + ".bin");
+    content_.resize(3 * 1000 * 1000 + 17);
+    std::uint32_t x = 12345;
+    for (auto& byte : content_) {
+      x = x * 1103515245U + 12345U;
+      byte = static_cast<unsigned char>(x >> 24);
+    }
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, content_.data(), content_.size()), static_cast<ssize_t>(content_.size()));
+    ::close(fd);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd_, 0);
+  }
+  void TearDown() override {
+    ::close(fd_);
+    std::filesystem::remove(path_);
+  }
+
+  // The file from `from` on, into out, in pieces of `piece` bytes (the last one shorter).
+  std::vector<ReadPiece> pieces_of(std::vector<unsigned char>& out, std::size_t from,
+                                   std::size_t piece) const {
+    std::vector<ReadPiece> pieces;
+    for (std::size_t at = 0; at < out.size(); at += piece)
+      pieces.push_back({out.data() + at, std::min(piece, out.size() - at), from + at});
+    return pieces;
+  }
+
+  std::filesystem::path path_;
+  std::vector<unsigned char> content_;
+  int fd_ = -1;
+};
+
+TEST_F(PipelinedReadTest, EveryPieceInPlaceAndTheChecksumOfTheWholeWithOneOrTwoReaders) {
+  for (const int readers : {1, 2}) {
+    for (const std::size_t piece : {std::size_t{1}, std::size_t{4096}, std::size_t{65537},
+                                    std::size_t{1} << 20, content_.size()}) {
+      const std::size_t from = 1001;
+      std::vector<unsigned char> out(content_.size() - from -
+                                     (piece == 1 ? content_.size() - 5000 : 0));
+      const std::uint32_t crc = read_with_checksum(fd_, pieces_of(out, from, piece), readers);
+      ASSERT_TRUE(std::equal(out.begin(), out.end(), content_.begin() + static_cast<long>(from)))
+          << readers << " readers, pieces of " << piece;
+      EXPECT_EQ(crc, crc32c(content_.data() + from, out.size()))
+          << readers << " readers, pieces of " << piece;
+    }
+  }
+}
+
+TEST_F(PipelinedReadTest, AFileThatEndsInsideAPieceIsAFailureWhateverTheReaders) {
+  for (const int readers : {1, 2}) {
+    std::vector<unsigned char> out(content_.size());
+    // The last pieces lie beyond the end of the file.
+    try {
+      read_with_checksum(fd_, pieces_of(out, 4096, 1 << 18), readers);
+      ADD_FAILURE() << readers << " readers: no error";
+    } catch (const PieceReadError& e) {
+      EXPECT_EQ(e.error, 0) << readers << " readers";
+    }
+  }
+}
+
+TEST_F(PipelinedReadTest, AReadErrorIsReportedWithItsErrno) {
+  const int closed = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(closed, 0);
+  ::close(closed);  // a descriptor no longer open
+  for (const int readers : {1, 2}) {
+    std::vector<unsigned char> out(1 << 20);
+    try {
+      read_with_checksum(closed, pieces_of(out, 0, 1 << 16), readers);
+      ADD_FAILURE() << readers << " readers: no error";
+    } catch (const PieceReadError& e) {
+      EXPECT_EQ(e.error, EBADF) << readers << " readers";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace primus::ckpt
