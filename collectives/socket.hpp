@@ -102,4 +102,17 @@ int poll_timeout(Deadline deadline);
 // poll(), for this process (Options::spin; 0 by default).
 void set_wait_spin(std::chrono::microseconds spin);
 
+// One collective on this thread. Once a peer has been heard from in it, a wait without progress
+// keeps spinning (where set_wait_spin's spin is on) until kHeardSpin after the last byte heard,
+// not only for the spin: the peer is inside the collective and its next bytes are close. A rank
+// that sleeps instead is woken by its peer's send, and Linux takes that (a "sync" wake-up) as a
+// reason to move it onto the sender's CPU, where the two then take turns.
+class CollectiveScope {
+ public:
+  CollectiveScope();
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+};
+
 }  // namespace primus::coll::net

@@ -78,6 +78,7 @@ class TcpCommunicator final : public Communicator {
   bool integrity() const override { return options_.integrity.value_or(false); }
 
   void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) override {
+    const net::CollectiveScope collective;
     const std::size_t bytes = count * dtype_size(dtype);
     if (size_ == 1 || count == 0) return;
     if (bytes <= options_.small_bytes || count < static_cast<std::size_t>(size_)) {
@@ -89,6 +90,7 @@ class TcpCommunicator final : public Communicator {
   }
 
   void broadcast(void* data, std::size_t count, DType dtype, int root) override {
+    const net::CollectiveScope collective;
     check_rank(root, "broadcast root");
     const std::size_t bytes = count * dtype_size(dtype);
     if (size_ == 1 || bytes == 0) return;
@@ -110,6 +112,7 @@ class TcpCommunicator final : public Communicator {
   }
 
   void allgather(const void* send, void* recv, std::size_t count, DType dtype) override {
+    const net::CollectiveScope collective;
     const std::size_t bytes = count * dtype_size(dtype);
     auto* out = static_cast<std::uint8_t*>(recv);
     if (bytes > 0) std::memmove(out + static_cast<std::size_t>(rank_) * bytes, send, bytes);
@@ -130,6 +133,7 @@ class TcpCommunicator final : public Communicator {
 
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
                       ReduceOp op) override {
+    const net::CollectiveScope collective;
     const std::size_t element = dtype_size(dtype);
     const std::size_t total = count * static_cast<std::size_t>(size_);
     std::uint8_t* work = scratch(work_, total * element);
