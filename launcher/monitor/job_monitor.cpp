@@ -86,7 +86,7 @@ JobMonitor::JobMonitor(JobMonitorSetup setup, EventLog& events)
   metrics_ = open_append(setup_.job_dir / "metrics.jsonl");
   if (setup_.metrics) {
     server_ = std::make_unique<MetricsServer>(*setup_.metrics);
-    write_file_atomically(setup_.job_dir / "metrics.addr", server_->address() + "\n");
+    replace_file(setup_.job_dir / "metrics.addr", server_->address() + "\n");
     std::cerr << "primus-launch: metrics at http://" << server_->address() << "/metrics\n";
     write_sd_file();
   }
@@ -111,7 +111,7 @@ void JobMonitor::write_sd_file() {
   target["labels"] = {{"primus_job", setup_.job_id}};
   const std::string text = nlohmann::ordered_json::array({target}).dump() + "\n";
   const std::filesystem::path file = setup_.sd_dir / (setup_.sd_name + ".json");
-  if (write_file_atomically(file, text)) {
+  if (replace_file(file, text)) {
     // Prometheus runs as another user: it must read the file (it names an address only).
     ::chmod(file.c_str(), 0644);
     sd_file_ = file;

@@ -136,4 +136,8 @@ bool ReplacedFile::write_new(const std::string& text) {
   return true;
 }
 
+bool replace_file(const std::filesystem::path& path, const std::string& text) {
+  return ReplacedFile(path).write(text);
+}
+
 }  // namespace primus::launch

@@ -47,4 +47,8 @@ class ReplacedFile {
   std::size_t created_ = 0;
 };
 
+// One version of `path`, written once (metrics.addr, the file_sd target): the old version, if
+// any, makes way at once and is removed; false (and no partial file) when it cannot.
+bool replace_file(const std::filesystem::path& path, const std::string& text);
+
 }  // namespace primus::launch

@@ -1,9 +1,5 @@
 #include "monitor/status.hpp"
 
-#include <fcntl.h>
-#include <stdio.h>  // renameat2, RENAME_EXCHANGE
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <charconv>
@@ -209,32 +205,6 @@ JobStatus parse_status(std::string_view text) {
     }
   }
   return s;
-}
-
-bool write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::string temporary = path.string() + ".tmp";
-  ::unlink(temporary.c_str());  // one left by a launcher that died between the two calls below
-  const int fd =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = ::close(fd) == 0 && ok;
-  // The new file and the old one swap names, and the old one, now the temporary, goes. A plain
-  // rename over the old file would make ext4 write the new one's data out first (auto_da_alloc)
-  // and then free the old one's blocks, which, mounted with discard and without a journal as
-  // here, waits for the disk: 0.8 ms a status.json at every start and end of a job, and once a
-  // second while it runs. Exchanged, neither happens (the old file's data was never written).
-  if (ok &&
-      ::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
-    ::unlink(temporary.c_str());
-    return true;
-  }
-  // The first version (nothing to exchange with), or a file system without RENAME_EXCHANGE.
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    ::unlink(temporary.c_str());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace primus::launch

@@ -1,7 +1,7 @@
 // status.json (docs/architecture.md, "The launcher and its control channel"; the schema in
 // primus-launch(1)): the job as the launcher sees it now, rewritten atomically every heartbeat
 // interval; `primus-launch status` reads it. The text and its parsing are pure (status_json,
-// parse_status); writing it is an adapter (write_file_atomically).
+// parse_status); writing it is an adapter (ReplacedFile, replaced_file.hpp).
 #pragma once
 
 #include <cstdint>
@@ -79,14 +79,5 @@ std::string status_json(const JobStatus& status);
 // not a status object. Unknown fields are ignored and missing ones left empty, so that an older
 // or newer launcher's file still reads.
 JobStatus parse_status(std::string_view text);
-
-// Writes `text` to `path` through a temporary file (0600) that takes the place of the old one
-// at once: a reader sees the old text or the new, whole, never a mix, and one that has the old
-// file open keeps reading it whole. False (and no partial file) when it cannot. Not durable
-// across a crash of the machine (status.json is rewritten every second; commits use fsync).
-bool write_file_atomically(const std::filesystem::path& path, const std::string& text);
-inline bool write_status(const std::filesystem::path& path, const std::string& text) {
-  return write_file_atomically(path, text);
-}
 
 }  // namespace primus::launch

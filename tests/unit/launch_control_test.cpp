@@ -21,6 +21,7 @@
 #include "control/control_protocol.hpp"
 #include "control/control_server.hpp"
 #include "monitor/json_text.hpp"
+#include "monitor/replaced_file.hpp"
 #include "monitor/status.hpp"
 #include "monitor/status_view.hpp"
 #include "primus/collectives/control.hpp"
@@ -235,16 +236,17 @@ TEST(LaunchControl, StatusJsonHasEveryRankAndOnlyWhatIsKnownAndReadsBack) {
   EXPECT_THROW(parse_status("{\"state\": "), primus::Error);
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("primus-status-" + std::to_string(::getpid()));
-  ASSERT_TRUE(write_status(file, "{}\n"));
-  EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
+  ASSERT_TRUE(replace_file(file, "{}\n"));
+  EXPECT_FALSE(std::filesystem::exists(file.string() + ".previous"));
   EXPECT_EQ(std::filesystem::file_size(file), 3U);
   std::filesystem::remove(file);
-  EXPECT_FALSE(write_status("/proc/no/such/status.json", "{}"));
+  EXPECT_FALSE(replace_file("/proc/no/such/status.json", "{}"));
 }
 
-// status.json is replaced by exchanging names with its successor (no rename over it, which on
-// ext4 writes the new file out and frees the old one's blocks first): the file is always whole,
-// a reader that opened the old one keeps it whole, and nothing is left beside it.
+// A file written once (metrics.addr) is replaced by exchanging names with its successor (no
+// rename over it, which on ext4 writes the new file out and frees the old one's blocks first):
+// the file is always whole, a reader that opened the old one keeps it whole, and nothing is left
+// beside it.
 TEST(LaunchStatus, ReplacingTheStatusKeepsEveryVersionWholeForItsReaders) {
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("primus-status-swap-" + std::to_string(::getpid()));
@@ -256,18 +258,18 @@ TEST(LaunchStatus, ReplacingTheStatusKeepsEveryVersionWholeForItsReaders) {
       text.append(buffer, static_cast<std::size_t>(n));
     return text;
   };
-  ASSERT_TRUE(write_status(file, "first\n"));
+  ASSERT_TRUE(replace_file(file, "first\n"));
   const int old_reader = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(old_reader, 0);
-  // A temporary file left by a launcher that died between writing it and the exchange.
-  { std::ofstream(file.string() + ".tmp") << "stale and longer than the rest"; }
-  ASSERT_TRUE(write_status(file, "second version\n"));
-  ASSERT_TRUE(write_status(file, "third\n"));
+  // A previous version left by a launcher that died.
+  { std::ofstream(file.string() + ".previous") << "stale and longer than the rest"; }
+  ASSERT_TRUE(replace_file(file, "second version\n"));
+  ASSERT_TRUE(replace_file(file, "third\n"));
   EXPECT_EQ(read_all(old_reader), "first\n");  // the reader's file, untouched
   ::close(old_reader);
   std::ifstream in(file);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "third\n");
-  EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(file.string() + ".previous"));
   EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::filesystem::remove(file);
