@@ -48,14 +48,16 @@ void setup_child(const ChildSetup& setup) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != setup.parent) ::_exit(1);
   }
+  // Dispositions first, then the mask: a signal let through must find its default action, not
+  // a handler of the launcher's (a vfork child runs in the launcher's memory).
+  for (const int sig : kStopSignals)
+    ::signal(sig, SIG_DFL);
+  ::signal(SIGPIPE, SIG_DFL);
   if (!setup.keep_signal_mask) {
     sigset_t empty;
     sigemptyset(&empty);
     ::sigprocmask(SIG_SETMASK, &empty, nullptr);
   }
-  for (const int sig : kStopSignals)
-    ::signal(sig, SIG_DFL);
-  ::signal(SIGPIPE, SIG_DFL);
   restore_open_file_limit();
   const int null = ::open("/dev/null", O_RDONLY);
   if (null >= 0) ::dup2(null, STDIN_FILENO);

@@ -39,8 +39,9 @@ struct ChildSetup {
   int output = -1;  // dup'ed onto standard output and error; -1: inherited
 };
 
-// In the child, right after fork (async-signal-safe calls only); _exit(1) when the parent is
-// already gone (with die_with_parent).
+// In the child, right after fork or vfork (async-signal-safe calls only, nothing written but
+// the child's own kernel state); _exit(1) when the parent is already gone (with
+// die_with_parent).
 void setup_child(const ChildSetup& setup);
 
 // A program's arguments and environment as exec takes them, made before the fork: nothing is

@@ -91,7 +91,11 @@ RankProcess spawn_rank(const RankSpawn& setup) {
   child.die_with_parent = setup.die_with_parent;
   child.parent = ::getpid();
   child.output = write_end.get();
-  const pid_t pid = ::fork();
+  // vfork: the child borrows the launcher's memory until it execs, instead of a copy of its page
+  // tables that the first writes on either side then fault apart: 0.28 ms less per rank's
+  // start (primus-launch --nproc 1 -- /bin/true, 61 rounds: 2.65 -> 2.37 ms). The child does
+  // only what setup_child and exec do, with everything built before (ExecArgs).
+  const pid_t pid = ::vfork();
   if (pid < 0)
     throw Error(std::string("cannot fork rank ") + std::to_string(number) + ": " +
                 std::strerror(errno));
