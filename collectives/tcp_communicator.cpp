@@ -207,29 +207,37 @@ class TcpCommunicator final : public Communicator {
     const net::Deadline deadline = next_deadline();
     const net::Socket& right = peer((rank_ + 1) % size_);
     const net::Socket& left = peer((rank_ - 1 + size_) % size_);
-    const std::size_t largest = schedule::block(count, size_, size_ - 1).count + 1;
-    std::uint8_t* incoming = scratch(incoming_, largest * element);
     const std::size_t segment =
         std::max<std::size_t>(element, options_.segment_bytes / element * element);
+    const std::size_t largest = (schedule::block(count, size_, size_ - 1).count + 1) * element;
+    const std::size_t chunk = std::max(segment, options_.chunk_bytes / segment * segment);
+    std::uint8_t* incoming = scratch(incoming_, std::min(chunk, largest));
     for (int step = 0; step + 1 < size_; ++step) {
       const schedule::Range out =
           schedule::block(count, size_, schedule::reduce_scatter_send_block(rank_, size_, step));
       const schedule::Range in =
           schedule::block(count, size_, schedule::reduce_scatter_recv_block(rank_, size_, step));
-      std::uint8_t* into = base + in.begin * element;
-      std::size_t reduced = 0;  // bytes of `in` already reduced
-      // Reduce each whole segment as soon as it has arrived, while the rest is in flight.
-      auto reduce_arrived = [&](std::size_t received) {
-        const std::size_t ready =
-            received == in.count * element ? received : received / segment * segment;
-        if (ready > reduced) {
-          reduce_into(dtype, op, into + reduced, incoming + reduced, (ready - reduced) / element);
-          reduced = ready;
-        }
-      };
-      net::exchange(right, base + out.begin * element, out.count * element, left, incoming,
-                    in.count * element, deadline, reduce_arrived);
-      reduce_arrived(in.count * element);
+      const std::size_t out_bytes = out.count * element;
+      const std::size_t in_bytes = in.count * element;
+      // Piece by piece, each received into `incoming` and reduced before the next: the peer cuts
+      // its block (this one's `in`) at the same offsets.
+      for (std::size_t at = 0; at < std::max(out_bytes, in_bytes); at += chunk) {
+        const std::size_t send = at < out_bytes ? std::min(chunk, out_bytes - at) : 0;
+        const std::size_t receive = at < in_bytes ? std::min(chunk, in_bytes - at) : 0;
+        std::uint8_t* into = base + in.begin * element + at;
+        std::size_t reduced = 0;  // bytes of this piece already reduced
+        // Reduce each whole segment as soon as it has arrived, while the rest is in flight.
+        auto reduce_arrived = [&](std::size_t received) {
+          const std::size_t ready = received == receive ? received : received / segment * segment;
+          if (ready > reduced) {
+            reduce_into(dtype, op, into + reduced, incoming + reduced, (ready - reduced) / element);
+            reduced = ready;
+          }
+        };
+        net::exchange(right, base + out.begin * element + at, send, left, incoming, receive,
+                      deadline, reduce_arrived);
+        reduce_arrived(receive);
+      }
     }
   }
 
@@ -254,7 +262,7 @@ class TcpCommunicator final : public Communicator {
   Options options_;
   std::chrono::milliseconds timeout_;
   std::vector<net::Socket> peers_;
-  std::vector<std::uint8_t> incoming_;  // the ring's arriving block
+  std::vector<std::uint8_t> incoming_;  // the ring's arriving piece of a block (chunk_bytes)
   std::vector<std::uint8_t> theirs_;    // the partner's vector in recursive doubling
   std::vector<std::uint8_t> work_;      // reduce_scatter's copy of the input
 };
