@@ -208,12 +208,6 @@ class Incoming {
 
 std::atomic<std::int64_t> g_spin_ns{0};
 
-// Measured at 2 ranks on 2 CPUs with another process starting every 50 ms (2026-12-06): with
-// only the 50 us spin the two ranks shared one CPU in 5 to 54 % of the samples and the
-// allreduce's busbw at 1 to 4 MiB was 4.1 to 7.9 GB/s; spinning until 2 ms after the last byte
-// heard, 0 to 12 % and 6.8 to 8.2 GB/s, as with each rank bound to a CPU of its own (0.5 ms:
-// 5 to 30 %, 5.0 to 7.5).
-constexpr std::chrono::microseconds kHeardSpin{2000};
 // Whether this thread is in a collective, and when a peer was last heard from in it.
 thread_local bool t_in_collective = false;
 thread_local Deadline t_heard{};
@@ -272,8 +266,7 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
     if (spin.count() > 0) {
       const Deadline now = Clock::now();
       if (spin_until == Deadline{}) {
-        spin_until =
-            t_heard == Deadline{} ? now + spin : std::max(now + spin, t_heard + kHeardSpin);
+        spin_until = spin_deadline(now, spin, t_heard);
       }
       if (now < spin_until) {
         // Yielding lets a peer that shares this CPU run (two ranks spinning on one CPU waited
@@ -300,6 +293,10 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
 }
 
 }  // namespace
+
+Deadline spin_deadline(Deadline now, std::chrono::nanoseconds spin, Deadline heard) {
+  return heard == Deadline{} ? now + spin : std::max(now + spin, heard + kHeardSpin);
+}
 
 CollectiveScope::CollectiveScope() {
   t_in_collective = true;

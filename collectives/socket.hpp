@@ -102,6 +102,17 @@ int poll_timeout(Deadline deadline);
 // poll(), for this process (Options::spin; 0 by default).
 void set_wait_spin(std::chrono::microseconds spin);
 
+// Measured at 2 ranks on 2 CPUs with another process starting every 50 ms (2026-12-06): with
+// only the 50 us spin the two ranks shared one CPU in 5 to 54 % of the samples and the
+// allreduce's busbw at 1 to 4 MiB was 4.1 to 7.9 GB/s; spinning until 2 ms after the last byte
+// heard, 0 to 22 % and 7.0 to 8.2 GB/s, as with each rank bound to a CPU of its own (0.5 ms:
+// 5 to 30 %, 5.0 to 7.5).
+constexpr std::chrono::microseconds kHeardSpin{2000};
+
+// Until when a wait that starts at `now` spins: `spin`, or until kHeardSpin after `heard` if that
+// is later (`heard`: when a peer was last heard from in this collective; unset: not yet).
+Deadline spin_deadline(Deadline now, std::chrono::nanoseconds spin, Deadline heard);
+
 // One collective on this thread. Once a peer has been heard from in it, a wait without progress
 // keeps spinning (where set_wait_spin's spin is on) until kHeardSpin after the last byte heard,
 // not only for the spin: the peer is inside the collective and its next bytes are close. A rank
