@@ -208,9 +208,10 @@ class Incoming {
 
 std::atomic<std::int64_t> g_spin_ns{0};
 
-// Whether this thread is in a collective, and when a peer was last heard from in it.
+// Whether this thread is in a collective, and when a peer was last heard from in it (the
+// clock's count since its epoch; 0: not yet).
 thread_local bool t_in_collective = false;
-thread_local Deadline t_heard{};
+thread_local Clock::rep t_heard = 0;
 
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -248,7 +249,7 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
       message.msg_iovlen = static_cast<std::size_t>(incoming->pieces(pieces));
       const ssize_t n = ::recvmsg(in->fd(), &message, 0);
       if (n > 0) {
-        if (t_in_collective) t_heard = Clock::now();
+        if (t_in_collective) t_heard = Clock::now().time_since_epoch().count();
         const std::size_t before = incoming->usable();
         incoming->advance(static_cast<std::size_t>(n));
         progress = true;
@@ -266,7 +267,8 @@ void transfer(const Socket* out, Outgoing* outgoing, const Socket* in, Incoming*
     if (spin.count() > 0) {
       const Deadline now = Clock::now();
       if (spin_until == Deadline{}) {
-        spin_until = spin_deadline(now, spin, t_heard);
+        spin_until = spin_deadline(now, spin,
+                                   t_heard == 0 ? Deadline{} : Deadline(Clock::duration(t_heard)));
       }
       if (now < spin_until) {
         // Yielding lets a peer that shares this CPU run (two ranks spinning on one CPU waited
@@ -300,12 +302,12 @@ Deadline spin_deadline(Deadline now, std::chrono::nanoseconds spin, Deadline hea
 
 CollectiveScope::CollectiveScope() {
   t_in_collective = true;
-  t_heard = Deadline{};
+  t_heard = 0;
 }
 
 CollectiveScope::~CollectiveScope() {
   t_in_collective = false;
-  t_heard = Deadline{};
+  t_heard = 0;
 }
 
 void set_wait_spin(std::chrono::microseconds spin) {
