@@ -1,7 +1,9 @@
 #include "pipelined_read.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <exception>
@@ -13,6 +15,9 @@
 
 namespace primus::ckpt {
 namespace {
+
+constexpr std::uint64_t kReadAhead = std::uint64_t{16} << 20;
+constexpr std::uint64_t kReadAheadSlice = std::uint64_t{1} << 20;
 
 void read_piece(int fd, const ReadPiece& piece) {
   std::size_t got = 0;
@@ -93,6 +98,31 @@ void read_share(int fd, const std::vector<ReadPiece>& pieces, std::size_t first,
   }
 }
 
+// From a disk, the file's next bytes are asked for as soon as the last piece is in: they are
+// most often the next tensor's (a rank file holds them in the order they are loaded), and the
+// disk reads them while this call finishes the last checksum and the caller moves on to the
+// next tensor (opening it in HDF5, listing its chunks), where it stood idle before. As much as
+// this call read, up to kReadAhead, asked for a slice at a time: one WILLNEED reads no more
+// than the device's read-ahead window (read_ahead_kb: 8 MiB on this VM, 128 KiB by default).
+// Measured on a cold page cache (1 GiB in 16 tensors, 6 interleaved rounds, on an evening when
+// this VM's disk took 1 s for some reads of 0.28): 0.29 to 1.12 s without, 0.30 to 0.32 s with
+// the next 8 MiB asked for (one call); in 8 tensors, 0.33 to 0.36 s without, 0.26 to 0.27 with
+// (one round of 1.0 s each way). With 16 MiB asked for a slice at a time, the medians of 6
+// rounds 0.305 s (16 tensors) and 0.295 s (8), a raw read()'s 0.28.
+void ask_for_what_follows(int fd, const std::vector<ReadPiece>& pieces) {
+  std::uint64_t bytes = 0;
+  for (const ReadPiece& piece : pieces)
+    bytes += piece.bytes;
+  const ReadPiece& last = pieces.back();
+  const std::uint64_t from = last.file_offset + last.bytes;
+  const std::uint64_t wanted = std::min<std::uint64_t>(bytes, kReadAhead);
+  for (std::uint64_t at = 0; at < wanted; at += kReadAheadSlice) {
+    ::posix_fadvise(fd, static_cast<off_t>(from + at),
+                    static_cast<off_t>(std::min(kReadAheadSlice, wanted - at)),
+                    POSIX_FADV_WILLNEED);
+  }
+}
+
 }  // namespace
 
 std::uint32_t read_with_checksum(int fd, const std::vector<ReadPiece>& pieces, int readers) {
@@ -114,6 +144,7 @@ std::uint32_t read_with_checksum(int fd, const std::vector<ReadPiece>& pieces, i
     return read_then_checksum(fd, pieces);  // no thread to spare: one after the other
   }
   read_share(fd, pieces, 0, stride, handoff);
+  if (stride == 1) ask_for_what_follows(fd, pieces);
   if (second_reader.joinable()) second_reader.join();
   summer.join();
   if (const std::exception_ptr error = handoff.error()) std::rethrow_exception(error);

@@ -26,6 +26,9 @@ struct PieceReadError {
 // Reads every piece into place and returns the CRC32C of all of them in their order. `readers`
 // 1: one thread reads them in order (from a disk); 2: two threads take every other piece (from
 // the page cache, where copying is the work: 1 GiB in 0.113 s with one, 0.085 with two).
+// With one reader, once the last piece is in, the kernel is asked (posix_fadvise WILLNEED) for
+// the bytes that follow the last piece, as many as were read up to 16 MiB: usually the next
+// tensor's, read from the disk while the caller moves on to it.
 // Throws PieceReadError (after every thread it started has stopped).
 std::uint32_t read_with_checksum(int fd, const std::vector<ReadPiece>& pieces, int readers);
 
