@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::uint64_t kReadAhead = std::uint64_t{16} << 20;
 constexpr std::uint64_t kReadAheadSlice = std::uint64_t{1} << 20;
+constexpr std::uint64_t kInFlight = std::uint64_t{32} << 20;
 
 void read_piece(int fd, const ReadPiece& piece) {
   std::size_t got = 0;
@@ -85,11 +86,40 @@ class Handoff {
   std::exception_ptr error_;
 };
 
+// Asks the kernel (WILLNEED) for the file's bytes up to `until`, from where it asked last, a
+// slice at a time: one call reads no more than the device's read-ahead window (read_ahead_kb).
+class AskedAhead {
+ public:
+  explicit AskedAhead(int fd) : fd_(fd) {}
+  void up_to(std::uint64_t from, std::uint64_t until) {
+    for (std::uint64_t at = std::max(from, asked_); at < until; at += kReadAheadSlice) {
+      ::posix_fadvise(fd_, static_cast<off_t>(at),
+                      static_cast<off_t>(std::min(kReadAheadSlice, until - at)),
+                      POSIX_FADV_WILLNEED);
+    }
+    asked_ = std::max(asked_, until);
+  }
+
+ private:
+  int fd_;
+  std::uint64_t asked_ = 0;
+};
+
 // Reads the pieces k with k % stride == first, in order, until done or another reader failed.
+// One reader (from a disk) keeps kInFlight asked for ahead of the piece it reads, within its
+// pieces: a read() of a whole 64 MiB tensor puts it all in flight at once, where 8 MiB pieces
+// with only the kernel's read-ahead (8 MiB here) kept less, and lost to it where the disk's
+// latency was longer.
 void read_share(int fd, const std::vector<ReadPiece>& pieces, std::size_t first, std::size_t stride,
                 Handoff& handoff) {
+  AskedAhead ahead(fd);
+  const std::uint64_t end = pieces.back().file_offset + pieces.back().bytes;
   try {
     for (std::size_t k = first; k < pieces.size() && !handoff.failed(); k += stride) {
+      if (stride == 1) {
+        const std::uint64_t from = pieces[k].file_offset + pieces[k].bytes;
+        ahead.up_to(from, std::min(end, from + kInFlight));
+      }
       read_piece(fd, pieces[k]);
       handoff.read(k);
     }
