@@ -2,7 +2,10 @@
 # scripts/lib/e2e.sh: the end-to-end suites against the Slurm testbed, and what scripts/test
 # prints when one fails (sourced by scripts/test, after results.sh).
 #
-# The caller sets: top, build, results, python.
+# The caller sets: top, build, results, python, notes.
+
+# shellcheck source=scripts/lib/testbed_report.sh
+source "${BASH_SOURCE[0]%/*}/testbed_report.sh"
 
 # core_backtrace CORE: which daemon dumped CORE (a daemon's core lands in the log directory, its
 # working directory) and the backtraces of its threads, so that a crash seen only in CI is known.
@@ -27,13 +30,15 @@ testbed_start() {
 }
 
 # e2e_tests SUITE PYTEST-ARGS...: the end-to-end tests (pytest) against the running testbed.
-# When a Slurm daemon aborted during the suite (a core in the testbed's log directory), its
-# backtrace is printed, the testbed restarts and the suite runs once more: the daemon's crash is
-# Slurm's (a heap corruption inside slurmd 22.05.8 under many concurrent step launches, seen in
-# CI and reproduced here; docs/architecture.md, "The testbed"), not a verdict on a test. The
-# retry is printed, and named again in the results.
+# When a failed suite leaves a Slurm daemon broken (a core in the testbed's log directory, a
+# daemon gone, or a slurmd that lives but no longer answers slurmctld), what it left is printed
+# (a core's backtrace, a hung slurmd's threads), the testbed restarts and the suite runs once
+# more: the daemon's failure is Slurm's, not a verdict on a test (no Primus code runs in slurmd
+# or slurmctld; a heap corruption inside slurmd 22.05.8 under many concurrent step launches was
+# seen in CI and reproduced here: docs/testbed.md). The retry is printed, and named again in the
+# results with the testbed's state.
 e2e_tests() {
-  local suite=$1 rc tries=0; shift
+  local suite=$1 rc tries=0 broken; shift
   suite_begin "$suite"
   mkdir -p "$results/$suite"
   while :; do
@@ -41,11 +46,14 @@ e2e_tests() {
     PRIMUS_BUILD_DIR="$build" "$python" -m pytest -q -rs -p no:cacheprovider \
       --junitxml="$results/$suite/pytest.xml" "$@" 2>&1 | tail -40
     rc=${PIPESTATUS[0]}
-    [[ $rc -ne 0 ]] && e2e_diagnostics
-    if [[ $rc -ne 0 && $tries -eq 1 ]] && testbed_core_dumped; then
-      echo "scripts/test: a Slurm daemon aborted during $suite (its backtrace is above); restarting the testbed and running $suite again"
-      notes+=("$suite ran twice: a Slurm daemon aborted during the first run (backtrace in the output)")
-      mv "$results/$suite/pytest.xml" "$results/$suite/pytest-daemon-aborted.xml.txt"
+    if [[ $rc -ne 0 ]]; then
+      e2e_diagnostics
+      notes+=("$suite failed; the testbed then: $(testbed_summary)")
+    fi
+    if [[ $rc -ne 0 && $tries -eq 1 ]] && broken=$(testbed_daemon_broken); then
+      echo "scripts/test: $broken during $suite (what it left is above); restarting the testbed and running $suite again"
+      notes+=("$suite ran twice: $broken during the first run (details in the output)")
+      mv "$results/$suite/pytest.xml" "$results/$suite/pytest-daemon-broken.xml.txt"
       "$top/scripts/slurm-testbed" stop >/dev/null 2>&1
       testbed_start && continue
       echo "scripts/test: the testbed did not start again"
@@ -56,15 +64,23 @@ e2e_tests() {
   suite_end "$suite" "$results/$suite"
 }
 
-testbed_core_dumped() {
-  compgen -G "${PRIMUS_TESTBED_DIR:-/tmp/primus-testbed}/log/core*" >/dev/null
+# testbed_daemon_broken: says which Slurm daemon failed (true), or nothing (false).
+testbed_daemon_broken() {
+  local dir=${PRIMUS_TESTBED_DIR:-/tmp/primus-testbed} gone hung
+  if compgen -G "$dir/log/core*" >/dev/null; then echo "a Slurm daemon aborted"; return 0; fi
+  gone=$("$top/scripts/slurm-testbed" status 2>/dev/null | sed -n 's/^  \([a-z0-9-]*\) *stopped$/\1/p' \
+    | paste -sd, -)
+  if [[ -n $gone ]]; then echo "Slurm daemons ended without a core ($gone)"; return 0; fi
+  hung=$(testbed_env; timeout 15 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u \
+    | awk '$2 ~ /\*$/ {print $1}' | paste -sd, -)
+  if [[ -n $hung ]]; then echo "slurmd stopped answering ($hung)"; return 0; fi
+  return 1
 }
 
 # e2e_diagnostics: what the daemons said, so that a failure seen only in CI can be understood
 # from its output.
 e2e_diagnostics() {
   local log
-  "$top/scripts/slurm-testbed" status
   for log in "${PRIMUS_TESTBED_DIR:-/tmp/primus-testbed}"/log/*; do
     [[ -s $log ]] || continue
     case $log in
@@ -72,4 +88,5 @@ e2e_diagnostics() {
     esac
     echo "--- $log (errors, last 15)"; grep -iE 'error|fatal|killed|signal|segfault|abort' "$log" | tail -15
   done
+  testbed_report
 }
