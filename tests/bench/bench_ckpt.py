@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 
+from disk_counters import DiskCounters
 from primus import checkpoint
 
 TENSORS = 16
@@ -178,9 +179,10 @@ def floor_copier(arrays, threads):
     return copy
 
 
-def measure(base, arrays, tensors, rounds):
+def measure(base, arrays, tensors, rounds, disk):
     """Every figure on `base`'s file system, interleaved over `rounds` rounds: {key: [seconds]}
-    and why the cold loads were not measured (None when they were)."""
+    and why the cold loads were not measured (None when they were); the device's counters over
+    each cold load go to `disk`."""
     ckpt_dir = os.path.join(base, "ckpt")
     raw_path = os.path.join(base, "raw.bin")
     torch_path = os.path.join(base, "torch.pt")
@@ -210,7 +212,7 @@ def measure(base, arrays, tensors, rounds):
         nonlocal not_cold
         not_cold = not_cold or drop_caches(path)
         if not not_cold:
-            times[key].append(load())
+            times[key].append(disk.measure(key, load))
 
     savers = [lambda: save_raw(times, raw_path, arrays), save_primus] + \
         ([save_torch] if tensors is not None else [])
@@ -346,7 +348,7 @@ def async_verdict(m, failures):
                         f"{m['copy_floor']:.3f} s ({goal})")
 
 
-def report(m, total, rounds, base, not_cold, tmpfs_why, missing):
+def report(m, total, rounds, base, not_cold, tmpfs_why, missing, disk):
     """Prints every figure and verdict; returns the exit status."""
     gib = total / (1 << 30)
     failures = []
@@ -365,6 +367,10 @@ def report(m, total, rounds, base, not_cold, tmpfs_why, missing):
         row(m, gib, failures, "raw read, cold", "raw_load_cold")
         row(m, gib, failures, "primus load, cold (vs raw)", "load_cold",
             goal_name="primus load vs raw read, cold")
+        for label, key in (("raw", "raw_load_cold"), ("primus", "load_cold")):
+            line = disk.summary(key, m.get(key))
+            if line:
+                print(f"    {disk.name}, {label}'s cold read (medians): {line}")
     row(m, gib, failures, "raw read, warm", "raw_load_warm")
     row(m, gib, failures, "primus load, warm (vs raw)", "load_warm", "raw_load_warm")
     async_verdict(m, failures)
@@ -406,7 +412,8 @@ def bench(base, size_mib, rounds):
     except ImportError as e:
         tensors = None
         missing.append(f"torch.save baseline: torch cannot be imported ({e})")
-    times, not_cold = measure(base, arrays, tensors, rounds)
+    disk = DiskCounters(base)
+    times, not_cold = measure(base, arrays, tensors, rounds, disk)
     if not_cold:
         missing.append(f"cold loads (primus and raw) not measured: {not_cold}")
     tmpfs, tmpfs_why = measure_tmpfs_saves(arrays, rounds)
@@ -415,7 +422,7 @@ def bench(base, size_mib, rounds):
     times.update(tmpfs or {})
     m = {k: statistics.median(v) for k, v in times.items() if v}
     SPREAD.update({k: (min(v), max(v)) for k, v in times.items() if v})
-    return report(m, total, rounds, base, not_cold, tmpfs_why, missing)
+    return report(m, total, rounds, base, not_cold, tmpfs_why, missing, disk)
 
 
 def main():
