@@ -68,8 +68,7 @@ e2e_tests() {
 testbed_daemon_broken() {
   local dir=${PRIMUS_TESTBED_DIR:-/tmp/primus-testbed} gone hung
   if compgen -G "$dir/log/core*" >/dev/null; then echo "a Slurm daemon aborted"; return 0; fi
-  gone=$("$top/scripts/slurm-testbed" status 2>/dev/null | sed -n 's/^  \([a-z0-9-]*\) *stopped$/\1/p' \
-    | paste -sd, -)
+  gone=$(testbed_daemons_down)
   if [[ -n $gone ]]; then echo "Slurm daemons ended without a core ($gone)"; return 0; fi
   hung=$(testbed_env; timeout 15 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u \
     | awk '$2 ~ /\*$/ {print $1}' | paste -sd, -)

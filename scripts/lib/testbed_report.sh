@@ -23,6 +23,12 @@ testbed_processes() {
   done
 }
 
+# testbed_daemons_down: the testbed's daemons that are not running, comma-separated.
+testbed_daemons_down() {
+  "$top/scripts/slurm-testbed" status 2>/dev/null | sed -n 's/^  \([a-z0-9-]*\) *stopped$/\1/p' \
+    | paste -sd, -
+}
+
 # thread_backtraces PID LINES: where each thread of a live process waits.
 thread_backtraces() {
   if ! command -v gdb >/dev/null; then echo "(no gdb here)"; return; fi
@@ -70,7 +76,7 @@ testbed_summary() (
   testbed_env
   local nodes dead left stuck
   nodes=$(timeout 15 sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | grep -v ' idle$' | paste -sd, -)
-  dead=$("$top/scripts/slurm-testbed" status 2>/dev/null | sed -n 's/^  \([a-z0-9-]*\) *stopped$/\1/p' | paste -sd, -)
+  dead=$(testbed_daemons_down)
   left=$(testbed_processes | wc -l)
   stuck=$(testbed_processes | while read -r p; do ps -o stat= -p "$p"; done | grep -c '^D' || true)
   echo "nodes not idle: ${nodes:-none}; daemons not running: ${dead:-none}; job processes left: $left (in D state: $stuck)"
