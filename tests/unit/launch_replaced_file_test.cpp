@@ -22,9 +22,28 @@
 namespace primus::launch {
 namespace {
 
+bool is_local(const std::filesystem::path& dir) {
+  struct statfs about {};
+  if (::statfs(dir.c_str(), &about) != 0) return false;
+  const auto type = static_cast<unsigned long>(about.f_type);
+  return type == EXT4_SUPER_MAGIC || type == TMPFS_MAGIC || type == XFS_SUPER_MAGIC ||
+         type == BTRFS_SUPER_MAGIC;
+}
+
+// Where the files go: the temporary directory, or /dev/shm where that one is not on a local
+// file system (a container's overlay), so that the reuse is tested there too.
+std::filesystem::path test_dir() {
+  const std::filesystem::path temp = std::filesystem::temp_directory_path();
+  return !is_local(temp) && is_local("/dev/shm") ? std::filesystem::path("/dev/shm") : temp;
+}
+
+bool dir_is_local() {
+  return is_local(test_dir());
+}
+
 std::filesystem::path fresh_path(const std::string& name) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     ("primus-replaced-" + name + "-" + std::to_string(::getpid()));
+  const std::filesystem::path path =
+      test_dir() / ("primus-replaced-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + ".previous");
   return path;
@@ -47,14 +66,6 @@ std::string read_path(const std::filesystem::path& path) {
 ino_t inode_of(const std::filesystem::path& path) {
   struct stat about {};
   return ::stat(path.c_str(), &about) == 0 ? about.st_ino : 0;
-}
-
-bool temp_is_local() {
-  struct statfs about {};
-  if (::statfs(std::filesystem::temp_directory_path().c_str(), &about) != 0) return false;
-  const auto type = static_cast<unsigned long>(about.f_type);
-  return type == EXT4_SUPER_MAGIC || type == TMPFS_MAGIC || type == XFS_SUPER_MAGIC ||
-         type == BTRFS_SUPER_MAGIC;
 }
 
 // A version that shows whether it is whole: its number at both ends, and a length of its own.
@@ -97,7 +108,8 @@ TEST(LaunchReplacedFile, EveryReaderKeepsTheVersionItOpenedWhole) {
 }
 
 TEST(LaunchReplacedFile, ThePreviousFileIsRewrittenWhenNoOneHasItOpen) {
-  if (!temp_is_local()) GTEST_SKIP() << "the temporary directory is not on a local file system";
+  if (!dir_is_local())
+    GTEST_SKIP() << "neither the temporary directory nor /dev/shm is on a local file system";
   const std::filesystem::path path = fresh_path("reuse");
   ReplacedFile file(path);
   std::set<ino_t> inodes;
@@ -165,7 +177,7 @@ TEST(LaunchReplacedFile, ConcurrentReadersSeeOnlyWholeVersions) {
   reader.join();
   EXPECT_EQ(torn.load(), 0) << "e.g. '" << example << "'";
   EXPECT_GT(reads.load(), 0);
-  if (temp_is_local()) {
+  if (dir_is_local()) {
     EXPECT_GT(file.reused(), 0u);
   }
   std::filesystem::remove(path);
