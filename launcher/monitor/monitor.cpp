@@ -14,6 +14,7 @@ constexpr double kMinRateSeconds = 0.2;
 constexpr double kMinSampleRateSeconds = 1.9;
 // Waits a rank must have reported in the window before its lateness is judged.
 constexpr std::size_t kMinWaits = 3;
+constexpr double kEvaluationsPerWindow = 16;
 
 }  // namespace
 
@@ -147,6 +148,10 @@ void Monitor::rank_ended(std::uint32_t rank, const std::string& how) {
 
 std::vector<StragglerChange> Monitor::evaluate(double steady) {
   if (window_ <= 0) return {};  // --primus-straggler-window=0: not judged
+  // A median over the window moves little in a 16th of it: judged that often (every 3.75 s in
+  // the default minute; at every refresh in windows up to 16 s).
+  if (steady < last_evaluation_ + window_ / kEvaluationsPerWindow) return {};
+  last_evaluation_ = steady;
   std::map<std::uint32_t, RankTiming> timings;
   for (auto& [number, rank] : ranks_) {
     rank.waits.trim(steady, window_);

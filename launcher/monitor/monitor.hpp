@@ -52,7 +52,8 @@ class Monitor {
   // How a rank ended, when no wrapper reported it (one-machine mode).
   void rank_ended(std::uint32_t rank, const std::string& how);
 
-  // Lateness of every rank over the window, and the ranks whose straggler flag changed.
+  // Lateness of every rank over the window, and the ranks whose straggler flag changed; judged
+  // at most once in every 16th of the window (nothing changes in between).
   std::vector<StragglerChange> evaluate(double steady);
 
   JobStatus snapshot(double steady, double wall, const std::string& time) const;
@@ -87,6 +88,7 @@ class Monitor {
   std::string job_;
   std::uint32_t allocation_;
   double window_;
+  double last_evaluation_ = -1e300;  // steady seconds of the last evaluate() that judged
   std::uint32_t attempt_ = 0;
   std::uint32_t earlier_restarts_ = 0;
   std::vector<ExcludedNode> excluded_nodes_;

@@ -6,12 +6,27 @@
 namespace primus::launch {
 
 void WindowSeries::add(double time, double value) {
+  if (skipped_ + 1 < stride_) {
+    ++skipped_;
+    return;
+  }
+  skipped_ = 0;
   values_.emplace_back(time, value);
+  if (values_.size() <= kMaxSamples) return;
+  std::deque<std::pair<double, double>> kept;
+  for (std::size_t k = values_.size() % 2 == 0 ? 1 : 0; k < values_.size(); k += 2)
+    kept.push_back(values_[k]);  // the newest one among them
+  values_.swap(kept);
+  stride_ *= 2;
 }
 
 void WindowSeries::trim(double now, double window) {
   while (!values_.empty() && values_.front().first < now - window)
     values_.pop_front();
+  if (stride_ > 1 && values_.size() < kMaxSamples / 4) {
+    stride_ /= 2;
+    skipped_ = 0;
+  }
 }
 
 std::optional<double> WindowSeries::median() const {

@@ -17,17 +17,32 @@
 
 namespace primus::launch {
 
-// Values over a sliding window of time (seconds on any monotonic clock).
+// Values over a sliding window of time (seconds on any monotonic clock), at most kMaxSamples of
+// them: past that, every other one kept is dropped and from then on only every stride-th value
+// added is kept, an even sample of the window whose median stands for the window's. Memory and
+// the median's cost stay bounded however long the window (up to an hour: 3,600 values a rank at
+// a heartbeat a second) and with none (--primus-straggler-window=0, where nothing is trimmed).
 class WindowSeries {
  public:
+  static constexpr std::size_t kMaxSamples = 128;
+
   void add(double time, double value);
-  void trim(double now, double window);  // drops what is older than now - window
+  // Drops what is older than now - window; a series thinned out below a quarter of
+  // kMaxSamples keeps twice as many of the values that follow.
+  void trim(double now, double window);
   std::optional<double> median() const;
   std::size_t size() const { return values_.size(); }
-  void clear() { values_.clear(); }
+  std::size_t stride() const { return stride_; }
+  void clear() {
+    values_.clear();
+    stride_ = 1;
+    skipped_ = 0;
+  }
 
  private:
   std::deque<std::pair<double, double>> values_;
+  std::size_t stride_ = 1;   // one value kept of this many added
+  std::size_t skipped_ = 0;  // values added and not kept since the last one kept
 };
 
 std::optional<double> median_of(std::vector<double> values);

@@ -50,6 +50,59 @@ TEST(LaunchMonitor, MedianOfOddAndEvenCounts) {
   EXPECT_DOUBLE_EQ(*series.median(), 2);
 }
 
+// An hour of heartbeats a second: the series keeps at most kMaxSamples of them, spread over the
+// window, and their median stays that of all the window's values; once the values stop and the
+// old ones leave the window, the series keeps every value again.
+TEST(LaunchMonitor, AWindowSeriesKeepsABoundedEvenSampleWithTheWindowsMedian) {
+  WindowSeries series;
+  std::vector<double> window;
+  std::uint32_t x = 2463534242U;
+  for (int second = 0; second < 7200; ++second) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    const double value = 0.25 + 0.5 * (x % 100000) / 100000.0;  // even over [0.25, 0.75)
+    series.add(second, value);
+    series.trim(second, 3600);
+    if (second >= 7200 - 3601) window.push_back(value);
+    ASSERT_LE(series.size(), WindowSeries::kMaxSamples) << "at " << second << " s";
+  }
+  EXPECT_GE(series.size(), WindowSeries::kMaxSamples / 2);
+  EXPECT_GT(series.stride(), 16U);
+  EXPECT_NEAR(*series.median(), *median_of(window), 0.05);
+  series.trim(7200 + 3600, 3600);  // nothing added for an hour: all old
+  EXPECT_EQ(series.size(), 0U);
+  for (int beat = 0; beat < 6 && series.stride() > 1; ++beat)
+    series.trim(7200 + 3600 + beat, 3600);  // the stride halves at each trim while few are kept
+  EXPECT_EQ(series.stride(), 1U);
+  for (int beat = 1; beat <= 3; ++beat)
+    series.add(10800 + beat, beat);
+  EXPECT_EQ(series.size(), 3U);
+  EXPECT_DOUBLE_EQ(*series.median(), 2);
+}
+
+// In a window of 160 s the lateness is judged every 10 s: a rank that turns late is flagged at
+// the first evaluation 10 s after the last, not at the refreshes between.
+TEST(LaunchMonitor, StragglersAreJudgedEverySixteenthOfTheWindow) {
+  Monitor monitor("77", 1, 160);
+  monitor.start_attempt(0, 4);
+  monitor.set_state("running");
+  for (std::uint32_t r = 0; r < 4; ++r)
+    monitor.on_report(hello(r, "n1"), 0, 1000);
+  std::vector<double> flagged_at;
+  for (int beat = 1; beat <= 25; ++beat) {
+    const double t = beat;
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      const double wait = r == 3 && beat >= 2 ? 0.001 : 0.2;
+      monitor.on_report(heartbeat(r, beat * 4, wait, 0.3, static_cast<std::uint64_t>(beat) * 32), t,
+                        1000 + t);
+    }
+    if (!monitor.evaluate(t).empty()) flagged_at.push_back(t);
+  }
+  // Judged at 1 s (too few samples), then at 11 s (flagged), then at 21 s (no change).
+  EXPECT_EQ(flagged_at, std::vector<double>{11});
+}
+
 TEST(LaunchMonitor, TheRankThatWaitsLeastByMoreThanHalfAStepIsTheStraggler) {
   std::map<std::uint32_t, RankTiming> ranks;
   for (std::uint32_t r = 0; r < 8; ++r)
