@@ -66,8 +66,13 @@ std::string address_for_peers(const BootstrapSettings& settings) {
 std::unique_ptr<Bootstrap> make_bootstrap(const BootstrapSettings& settings,
                                           std::chrono::milliseconds timeout) {
   if (settings.method == "tcp") {
+    // A later generation's ranks are another session: "STEP/gN" (generation 0: the step alone,
+    // as before generations existed).
+    const std::string step = settings.generation == 0
+                                 ? settings.step
+                                 : settings.step + "/g" + std::to_string(settings.generation);
     const std::string key = handshake::session_key(
-        settings.secret, {settings.job, settings.step, static_cast<std::uint32_t>(settings.size)});
+        settings.secret, {settings.job, step, static_cast<std::uint32_t>(settings.size)});
     return tcp_store_bootstrap(settings.rank, settings.size, settings.master_addr, settings.port,
                                key, timeout, settings.integrity);
   }

@@ -41,6 +41,10 @@ BootstrapSettings bootstrap_settings(
   }
   s.job = get("PRIMUS_JOB_ID").value_or("");
   s.step = get("SLURM_STEP_ID").value_or("");
+  if (const auto generation = get("PRIMUS_GENERATION"); generation && !generation->empty()) {
+    s.generation = static_cast<std::uint32_t>(
+        integer("PRIMUS_GENERATION", *generation, 0, 1 << 30, "a generation number, 0 or more"));
+  }
   const auto method = get("PRIMUS_BOOTSTRAP");
   if (method && !method->empty()) {
     if (*method != "pmix" && *method != "tcp") {

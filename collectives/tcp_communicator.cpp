@@ -1,9 +1,13 @@
 // The CPU backend: a full mesh of authenticated TCP connections; recursive doubling for small
 // allreduces, a segmented ring (reduce-scatter then allgather) for large ones.
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <vector>
 
 #include "authenticated.hpp"
@@ -78,6 +82,76 @@ class TcpCommunicator final : public Communicator {
   bool integrity() const override { return options_.integrity.value_or(false); }
 
   void allreduce(void* data, std::size_t count, DType dtype, ReduceOp op) override {
+    guarded([&] { allreduce_unguarded(data, count, dtype, op); });
+  }
+
+  void broadcast(void* data, std::size_t count, DType dtype, int root) override {
+    guarded([&] { broadcast_unguarded(data, count, dtype, root); });
+  }
+
+  void allgather(const void* send, void* recv, std::size_t count, DType dtype) override {
+    guarded([&] { allgather_unguarded(send, recv, count, dtype); });
+  }
+
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                      ReduceOp op) override {
+    guarded([&] { reduce_scatter_unguarded(send, recv, count, dtype, op); });
+  }
+
+  void barrier() override {
+    std::uint8_t token = 1;
+    allreduce(&token, 1, DType::kUInt8, ReduceOp::kMax);
+  }
+
+  // shutdown() ends every connection at once without closing a descriptor that a call on
+  // another thread may be polling: its wait returns (end of file, or EPIPE on a send), and the
+  // peers see this rank leave instead of waiting for their timeout.
+  void abort(const std::string& reason) noexcept override {
+    try {
+      const std::lock_guard<std::mutex> lock(abort_mutex_);
+      if (aborted_.load()) return;
+      abort_reason_ = reason.empty() ? std::string("no reason given") : reason;
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the abort below matters more than its reason
+    }
+    aborted_.store(true);
+    for (const net::Socket& socket : peers_) {
+      if (socket.valid()) ::shutdown(socket.fd(), SHUT_RDWR);
+    }
+  }
+
+  bool aborted() const noexcept override { return aborted_.load(); }
+
+ private:
+  // Runs one collective; once abort() has been called, whatever it threw becomes the abort's
+  // PeerFailure, and nothing starts. A peer's failure aborts the communicator itself: the
+  // collective is half done and the streams out of step, so no later call could be right, and
+  // shutting every connection down makes the ranks that wait on this one fail at once instead
+  // of at their deadline (a failure spreads through the mesh in milliseconds).
+  template <typename Body>
+  void guarded(Body&& body) {
+    if (aborted_.load()) throw_aborted();
+    try {
+      body();
+    } catch (const PeerFailure& failure) {
+      if (aborted_.load()) throw_aborted();
+      abort(failure.what());
+      throw;
+    } catch (const CollectiveError&) {
+      if (aborted_.load()) throw_aborted();
+      throw;
+    }
+  }
+
+  [[noreturn]] void throw_aborted() const {
+    std::string reason;
+    {
+      const std::lock_guard<std::mutex> lock(abort_mutex_);
+      reason = abort_reason_;
+    }
+    throw PeerFailure("rank " + std::to_string(rank_) + ": communicator aborted: " + reason, -1);
+  }
+
+  void allreduce_unguarded(void* data, std::size_t count, DType dtype, ReduceOp op) {
     const net::CollectiveScope collective;
     const std::size_t bytes = count * dtype_size(dtype);
     if (size_ == 1 || count == 0) return;
@@ -89,7 +163,7 @@ class TcpCommunicator final : public Communicator {
     }
   }
 
-  void broadcast(void* data, std::size_t count, DType dtype, int root) override {
+  void broadcast_unguarded(void* data, std::size_t count, DType dtype, int root) {
     const net::CollectiveScope collective;
     check_rank(root, "broadcast root");
     const std::size_t bytes = count * dtype_size(dtype);
@@ -111,7 +185,7 @@ class TcpCommunicator final : public Communicator {
     }
   }
 
-  void allgather(const void* send, void* recv, std::size_t count, DType dtype) override {
+  void allgather_unguarded(const void* send, void* recv, std::size_t count, DType dtype) {
     const net::CollectiveScope collective;
     const std::size_t bytes = count * dtype_size(dtype);
     auto* out = static_cast<std::uint8_t*>(recv);
@@ -131,8 +205,8 @@ class TcpCommunicator final : public Communicator {
     }
   }
 
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
-                      ReduceOp op) override {
+  void reduce_scatter_unguarded(const void* send, void* recv, std::size_t count, DType dtype,
+                                ReduceOp op) {
     const net::CollectiveScope collective;
     const std::size_t element = dtype_size(dtype);
     const std::size_t total = count * static_cast<std::size_t>(size_);
@@ -144,12 +218,6 @@ class TcpCommunicator final : public Communicator {
     }
   }
 
-  void barrier() override {
-    std::uint8_t token = 1;
-    allreduce(&token, 1, DType::kUInt8, ReduceOp::kMax);
-  }
-
- private:
   void check_rank(int r, const char* what) const {
     if (r < 0 || r >= size_) {
       throw CollectiveError(std::string(what) + " " + std::to_string(r) + ": expected 0 to " +
@@ -265,6 +333,9 @@ class TcpCommunicator final : public Communicator {
   std::vector<std::uint8_t> incoming_;  // the ring's arriving piece of a block (chunk_bytes)
   std::vector<std::uint8_t> theirs_;    // the partner's vector in recursive doubling
   std::vector<std::uint8_t> work_;      // reduce_scatter's copy of the input
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mutex_;
+  std::string abort_reason_;  // under abort_mutex_
 };
 
 }  // namespace

@@ -3,7 +3,9 @@
 // aborts the NCCL communicator (ncclCommAbort) and throws; nothing calls std::terminate.
 #include "nccl_communicator.hpp"
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <utility>
 
 #include "watchdog.hpp"
@@ -89,6 +91,20 @@ class NcclCommunicator final : public Communicator {
         [&] { return api_->reduce_scatter(send, recv, count, dtype, op, comm_, stream_); });
   }
 
+  // Only flags the request: NCCL's calls stay on the thread that uses the communicator, whose
+  // wait sees the flag at its next poll (options.poll_interval) and aborts the communicator.
+  void abort(const std::string& reason) noexcept override {
+    try {
+      const std::lock_guard<std::mutex> lock(abort_mutex_);
+      if (abort_requested_.load()) return;
+      requested_reason_ = reason.empty() ? std::string("no reason given") : reason;
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the flag below matters more than its reason
+    }
+    abort_requested_.store(true);
+  }
+
+  bool aborted() const noexcept override { return abort_requested_.load(); }
+
   // A one-byte allreduce on the device: returns once every rank has entered the barrier.
   void barrier() override {
     check_usable("barrier");
@@ -102,7 +118,19 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  void check_usable(const char* what) const {
+  // Thrown from a wait's poll when abort() was called, so that the wait ends at once.
+  struct AbortRequested {};
+
+  std::string requested_reason() const {
+    const std::lock_guard<std::mutex> lock(abort_mutex_);
+    return requested_reason_;
+  }
+
+  void check_usable(const char* what) {
+    if (abort_requested_.load() && !aborted_) {
+      fail({Verdict::kAbortError,
+            std::string("NCCL ") + what + ": communicator aborted: " + requested_reason(), true});
+    }
     if (aborted_) {
       throw CollectiveError(std::string("NCCL ") + what +
                             ": the NCCL communicator aborted after an earlier failure (" +
@@ -124,7 +152,19 @@ class NcclCommunicator final : public Communicator {
 
   // Waits for the communicator (and, with_stream, its stream); aborts and throws on failure.
   void finish(const std::string& what, bool with_stream) {
-    const Decision decision = watchdog_.wait(what, [&] {
+    Decision decision;
+    try {
+      decision = wait_for(what, with_stream);
+    } catch (const AbortRequested&) {
+      fail({Verdict::kAbortError, "NCCL " + what + ": communicator aborted: " + requested_reason(),
+            true});
+    }
+    if (decision.verdict != Verdict::kDone) fail(decision);
+  }
+
+  Decision wait_for(const std::string& what, bool with_stream) {
+    return watchdog_.wait(what, [&] {
+      if (abort_requested_.load()) throw AbortRequested{};
       Observation observed;
       observed.async = api_->async_error(comm_);
       // The stream is asked only once NCCL has finished enqueueing.
@@ -135,7 +175,6 @@ class NcclCommunicator final : public Communicator {
       }
       return observed;
     });
-    if (decision.verdict != Verdict::kDone) fail(decision);
   }
 
   [[noreturn]] void fail(const Decision& decision) {
@@ -157,7 +196,8 @@ class NcclCommunicator final : public Communicator {
     if (comm_ != nullptr) {
       bool finalized = false;
       try {
-        if (api_->finalize(comm_).result != Result::kError) {
+        // An aborted communicator is not finalized: a peer that left would hold the wait.
+        if (!abort_requested_.load() && api_->finalize(comm_).result != Result::kError) {
           finalized = watchdog_
                           .wait("communicator finalization",
                                 [&] {
@@ -190,8 +230,11 @@ class NcclCommunicator final : public Communicator {
   CommHandle comm_ = nullptr;
   StreamHandle stream_ = nullptr;
   void* scratch_ = nullptr;
-  bool aborted_ = false;
+  bool aborted_ = false;  // the NCCL communicator was aborted (on the thread that uses it)
   std::string abort_reason_;
+  std::atomic<bool> abort_requested_{false};  // abort() was called, from any thread
+  mutable std::mutex abort_mutex_;
+  std::string requested_reason_;  // under abort_mutex_
 };
 
 }  // namespace

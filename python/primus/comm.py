@@ -14,7 +14,7 @@ ends within the timeout (PRIMUS_COLL_TIMEOUT, default 300 s): a dead or hung pee
 PeerFailure naming it. After the handshake the data travels as sent, unauthenticated, unless
 PRIMUS_COLL_INTEGRITY=1 (--primus-coll-integrity): then every 64 KiB carries a tag under a key
 of its connection, and data altered on the way raises PeerFailure instead of being used. It is
-never encrypted.
+never encrypted. Communicator.abort(), from any thread, ends a call that a silent peer holds.
 """
 
 import sys
@@ -126,6 +126,20 @@ class Communicator:
 
     def barrier(self):
         self._native.barrier()
+
+    def abort(self, reason=""):
+        """Ends this communicator, from any thread: a collective waiting in it on another thread
+        raises PeerFailure ("communicator aborted: REASON") within milliseconds, and so does
+        every later call; the other ranks see this one leave at once. For a rank told from
+        outside (the launcher) that a peer failed, which would otherwise hold the call for the
+        whole timeout. Never blocks; a second abort keeps the first reason. Make a new
+        communicator to go on."""
+        self._native.abort(str(reason))
+
+    @property
+    def aborted(self):
+        """Whether abort() was called."""
+        return self._native.aborted
 
 
 def connect(timeout=None):

@@ -116,10 +116,17 @@ PYBIND11_MODULE(_coll, m) {
             c.reduce_scatter(in, out, count, t, o);
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype"), py::arg("op"))
-      .def("barrier", [](Communicator& c) {
-        ReleasedGil release;
-        c.barrier();
-      });
+      .def("barrier",
+           [](Communicator& c) {
+             ReleasedGil release;
+             c.barrier();
+           })
+      // Never blocks (an atomic flag and shutdown() of the connections): safe to call while
+      // another thread waits in a collective, which has released the GIL.
+      .def(
+          "abort", [](Communicator& c, const std::string& reason) { c.abort(reason); },
+          py::arg("reason"))
+      .def_property_readonly("aborted", &Communicator::aborted);
 
   m.def(
       "connect",

@@ -827,6 +827,8 @@ class Confused final : public Communicator {
     inner_.reduce_scatter(send, recv, count, dtype_of(dtype), op_of(op));
   }
   void barrier() override { inner_.barrier(); }
+  void abort(const std::string& reason) noexcept override { inner_.abort(reason); }
+  bool aborted() const noexcept override { return inner_.aborted(); }
 
  private:
   DType dtype_of(DType dtype) const { return dtype == from_ ? to_ : dtype; }

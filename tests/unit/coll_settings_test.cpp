@@ -101,6 +101,21 @@ TEST(CollSettings, IntegrityIsOffUnlessAskedForInTheOptionTablesSpellings) {
             "0/no/false");
 }
 
+// PRIMUS_GENERATION (a rejoin's generation) is 0 when unset or empty, and a number otherwise.
+TEST(CollSettings, TheGenerationIsZeroUnlessGiven) {
+  EXPECT_EQ(settings(kTcp).generation, 0u);
+  auto env = kTcp;
+  env["PRIMUS_GENERATION"] = "";
+  EXPECT_EQ(settings(env).generation, 0u);
+  env["PRIMUS_GENERATION"] = "3";
+  EXPECT_EQ(settings(env).generation, 3u);
+  env["PRIMUS_GENERATION"] = "-1";
+  EXPECT_NE(error_of(env).find("PRIMUS_GENERATION='-1'"), std::string::npos) << error_of(env);
+  env["PRIMUS_GENERATION"] = "two";
+  EXPECT_NE(error_of(env).find("a generation number, 0 or more"), std::string::npos)
+      << error_of(env);
+}
+
 TEST(CollSettings, ErrorsNameTheVariableAndWhatWasExpected) {
   auto env = kTcp;
   env.erase("PRIMUS_JOB_SECRET");

@@ -41,14 +41,18 @@ std::unique_ptr<Bootstrap> pmix_bootstrap(const std::string& local_address);
 
 // What the environment asks for (the variables the SPANK plugin and primus-launch set).
 struct BootstrapSettings {
-  std::string method;                                // "pmix" or "tcp"
-  int rank = 0;                                      // tcp: RANK
-  int size = 1;                                      // tcp: WORLD_SIZE
-  std::string master_addr;                           // tcp: MASTER_ADDR
-  std::uint16_t port = 0;                            // tcp: PRIMUS_PORT (MASTER_PORT is PyTorch's)
-  std::string secret;                                // PRIMUS_JOB_SECRET (64 lowercase hex)
-  std::string job;                                   // PRIMUS_JOB_ID ("" when unset)
-  std::string step;                                  // SLURM_STEP_ID ("" when unset)
+  std::string method;       // "pmix" or "tcp"
+  int rank = 0;             // tcp: RANK
+  int size = 1;             // tcp: WORLD_SIZE
+  std::string master_addr;  // tcp: MASTER_ADDR
+  std::uint16_t port = 0;   // tcp: PRIMUS_PORT (MASTER_PORT is PyTorch's)
+  std::string secret;       // PRIMUS_JOB_SECRET (64 lowercase hex)
+  std::string job;          // PRIMUS_JOB_ID ("" when unset)
+  std::string step;         // SLURM_STEP_ID ("" when unset)
+  // PRIMUS_GENERATION: the ranks' generation within an attempt (primus-launch counts a rejoin
+  // after a rank's failure as a new one; 0 when unset). Bound into the session key, so that a
+  // rank of an earlier generation is refused by the ranks of a later one.
+  std::uint32_t generation = 0;
   std::optional<std::chrono::milliseconds> timeout;  // PRIMUS_COLL_TIMEOUT, seconds
   bool integrity = false;                            // PRIMUS_COLL_INTEGRITY (0 or 1)
   std::string node;  // this rank's node: SLURMD_NODENAME, else the host name

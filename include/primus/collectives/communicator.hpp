@@ -64,6 +64,15 @@ class Communicator {
   virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
                               ReduceOp op) = 0;
   virtual void barrier() = 0;
+
+  // Ends this communicator's use, from any thread: a call blocked in it, on another thread,
+  // returns within milliseconds with PeerFailure ("communicator aborted: <reason>"), and so does
+  // every later call. For a rank told from outside (the launcher) that a peer failed: a silent
+  // peer would otherwise hold the call until the timeout. Never throws; a second abort keeps the
+  // first reason. A new communicator is the only way on.
+  virtual void abort(const std::string& reason) noexcept = 0;
+  // Whether abort() was called.
+  virtual bool aborted() const noexcept = 0;
 };
 
 // The CPU backend over TCP: every rank listens on its bootstrap address, connections are
