@@ -73,6 +73,18 @@ const std::vector<OptionSpec>& option_table() {
        "primus-launch: end the attempt when a rank's steps (or its heartbeats) stop advancing "
        "for SECONDS, naming that rank (then restart it under --primus-max-restarts). Only ranks "
        "that report through the primus package are watched."},
+      {"primus-recover", "PRIMUS_RECOVER", "recover", "rejoin|restart", OptionArg::kRequired,
+       OptionScope::kUser, "", "restart", validators::recover_mode,
+       "primus-launch: what a rank's failure does. restart: every rank ends and starts again "
+       "from the newest committed checkpoint. rejoin (one machine, CPU ranks under "
+       "primus.train): the other ranks stay alive, a replacement starts, and every rank goes on "
+       "from that checkpoint in the same attempt, bitwise as after a restart; where a rejoin "
+       "cannot be made (no checkpoint yet, a rank that cannot rejoin, its deadline) the restart "
+       "is made. Each rejoin counts against --primus-max-restarts."},
+      {"primus-rejoin-deadline", "PRIMUS_REJOIN_DEADLINE", "rejoin_deadline", "SECONDS",
+       OptionArg::kRequired, OptionScope::kUser, "", "60", validators::seconds,
+       "primus-launch: how long a rejoin (--primus-recover=rejoin) may take, from the failure to "
+       "every rank's groups up again, before the ranks are restarted instead."},
       {"primus-stop-grace", "PRIMUS_STOP_GRACE", "stop_grace", "SECONDS", OptionArg::kRequired,
        OptionScope::kUser, "", "120", validators::seconds,
        "primus-launch: after asking the ranks to stop (a signal on one machine, primus-launch "

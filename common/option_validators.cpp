@@ -169,6 +169,11 @@ std::optional<std::string> data_mode(std::string_view value) {
   return "'static' or 'dynamic'";
 }
 
+std::optional<std::string> recover_mode(std::string_view value) {
+  if (value == "rejoin" || value == "restart") return std::nullopt;
+  return "'rejoin' or 'restart'";
+}
+
 std::optional<std::string> global_batch_size(std::string_view value) {
   const auto size = parse_unsigned(value, std::uint64_t{1} << 40);
   if (size && *size >= 1) return std::nullopt;

@@ -28,6 +28,7 @@ std::optional<std::string> host_and_port(std::string_view value);
 std::optional<std::string> listen_address(std::string_view value);
 std::optional<std::string> data_format(std::string_view value);
 std::optional<std::string> data_mode(std::string_view value);
+std::optional<std::string> recover_mode(std::string_view value);
 std::optional<std::string> global_batch_size(std::string_view value);
 std::optional<std::string> seed(std::string_view value);
 std::optional<std::string> shuffle(std::string_view value);

@@ -110,7 +110,7 @@ EnvList one_machine_environment(const OneMachineJob& job, std::uint32_t rank,
   const PortRange range =
       parse_port_range(options.value_or("port-range", "20000-29999"), "port_range");
   const std::vector<std::uint16_t> block = derive_port_block(
-      job.port_seed, 0, range, ports_needed(framework, job.nproc), job.job_secret);
+      job.port_seed, job.generation, range, ports_needed(framework, job.nproc), job.job_secret);
 
   RankEnvInput in;
   in.framework = framework;

@@ -181,6 +181,11 @@ std::chrono::milliseconds stop_grace_of(const ResolvedOptions& options) {
           .value_or(120));
 }
 
+std::chrono::milliseconds rejoin_deadline_of(const ResolvedOptions& options) {
+  return std::chrono::seconds(
+      parse_unsigned(options.value_or("primus-rejoin-deadline", "60"), 3600).value_or(60));
+}
+
 std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options) {
   const std::string hang = options.value_or("primus-hang-timeout", "off");
   if (hang == "off" || hang == "0") return std::nullopt;

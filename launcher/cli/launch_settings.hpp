@@ -58,6 +58,7 @@ bool dataset_ready(const ResolvedOptions& options, const std::filesystem::path& 
                    EventLog& events, const std::string& node);
 std::chrono::milliseconds stop_grace_of(const ResolvedOptions& options);
 std::optional<std::chrono::milliseconds> hang_timeout_of(const ResolvedOptions& options);
+std::chrono::milliseconds rejoin_deadline_of(const ResolvedOptions& options);
 std::uint32_t env_number(const Environment& env, std::string_view name, std::uint32_t fallback);
 // What the monitor needs from the options: intervals, --primus-metrics, --primus-metrics-file
 // and the site's file_sd directory (PRIMUS_METRICS_SD_DIR, set by the plugin at submission).

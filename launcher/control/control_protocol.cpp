@@ -114,6 +114,10 @@ std::optional<Report> parse_report(std::string_view line, std::uint32_t rank, bo
   if (const auto peer = count_field(object, "peer"); peer && *peer <= UINT32_MAX) {
     report.peer = static_cast<std::uint32_t>(*peer);
   }
+  if (const auto generation = count_field(object, "generation");
+      generation && *generation <= UINT32_MAX) {
+    report.generation = static_cast<std::uint32_t>(*generation);
+  }
   report.reason = text_field(object, "reason");
   report.steps = count_field(object, "steps");
   if (!report.steps) report.steps = count_field(object, "step");
@@ -190,6 +194,14 @@ std::vector<std::string> LineSplitter::feed(std::string_view bytes, bool& ok) {
     partial_.clear();
   }
   return lines;
+}
+
+std::string generation_notice(std::uint32_t generation, std::uint16_t master_port,
+                              std::uint16_t primus_port, const std::string& resume) {
+  return "{\"type\": \"generation\", \"generation\": " + std::to_string(generation) +
+         ", \"master_port\": " + std::to_string(master_port) +
+         ", \"primus_port\": " + std::to_string(primus_port) +
+         ", \"resume\": " + json_quote(resume) + "}";
 }
 
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,

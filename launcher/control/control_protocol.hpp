@@ -71,6 +71,7 @@ struct Report {
   std::vector<std::pair<std::string, double>> values;
   // event
   std::string event;
+  std::optional<std::uint32_t> generation;  // "rejoinable", "rejoin-waiting" (a rejoin's)
   std::string path;
   std::string signal;
   // exception
@@ -102,6 +103,11 @@ class LineSplitter {
  private:
   std::string partial_;
 };
+
+// The notice of a rejoin's new generation to a surviving rank (python/primus/_rejoin.py):
+// {"type": "generation", "generation", "master_port", "primus_port", "resume"}.
+std::string generation_notice(std::uint32_t generation, std::uint16_t master_port,
+                              std::uint16_t primus_port, const std::string& resume);
 
 // The lines a wrapper sends (for the wrapper and the tests).
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,

@@ -13,14 +13,18 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <iostream>
 
+#include "control/control_protocol.hpp"
 #include "primus/common/error.hpp"
+#include "primus/common/parse_number.hpp"
 #include "primus/os/unique_fd.hpp"
 #include "process/child_process.hpp"
 #include "process/rank_process.hpp"
 #include "supervise/job_dir.hpp"
 #include "supervise/rank_reports.hpp"
+#include "supervise/rejoin.hpp"
 
 namespace primus::launch {
 namespace {
@@ -41,14 +45,48 @@ std::string signal_name(int sig) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// A rank's environment in a generation of the attempt, with its resume point (a rejoin's).
+using GenerationEnvironment = std::function<std::vector<std::string>(
+    std::uint32_t rank, std::uint32_t generation, const std::optional<std::string>& resume)>;
+
+Rejoin::Settings rejoin_settings(const RunnerSettings& settings, const AttemptPlan& plan) {
+  Rejoin::Settings s;
+  s.enabled = settings.rejoin && settings.control != nullptr;
+  s.world_size = plan.world_size;
+  s.limit = plan.rejoins_left;
+  s.deadline = settings.rejoin_deadline;
+  return s;
+}
+
+AttemptContext with_rejoin(AttemptContext context, Rejoin& rejoin) {
+  context.rejoin = &rejoin;
+  return context;
+}
+
+// The value of NAME in "NAME=value" entries (0 when absent or not a port).
+std::uint16_t port_in(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& entry : env) {
+    if (entry.rfind(name + "=", 0) == 0) {
+      const auto value = parse_unsigned(entry.substr(name.size() + 1), 65535);
+      return static_cast<std::uint16_t>(value.value_or(0));
+    }
+  }
+  return 0;
+}
+
 // One attempt's ranks on this machine, from their start to the last byte of their output.
 class LocalAttempt {
  public:
-  LocalAttempt(const RunnerSettings& settings, const AttemptContext& context, Reaper& reaper)
-      : settings_(settings), reaper_(reaper), reports_(context) {}
+  LocalAttempt(const RunnerSettings& settings, const AttemptPlan& plan, Reaper& reaper,
+               GenerationEnvironment environment)
+      : settings_(settings),
+        plan_(plan),
+        reaper_(reaper),
+        environment_(std::move(environment)),
+        rejoin_(rejoin_settings(settings, plan)),
+        reports_(with_rejoin(context_of(settings, plan, false), rejoin_)) {}
 
-  void start(const LocalCommand& command, const AttemptPlan& plan,
-             const std::vector<std::vector<std::string>>& envs);
+  void start(const LocalCommand& command, const std::vector<std::vector<std::string>>& envs);
   // Until every rank has ended: output, reports, signals, the hang watch, the deadlines.
   void supervise(int signals);
   // Every group killed, what is left of the output copied, the last reports read.
@@ -64,7 +102,10 @@ class LocalAttempt {
       if (rank.running) ::kill(-rank.pid, sig);
     }
   }
-  void act(RankAction action);
+  void act(RankAction action, std::uint32_t rank = 0);
+  void watch(int fd, std::uint64_t tag);
+  // A rejoin: once every survivor waits, the replacement started and the survivors told.
+  void place_replacement();
   void forward_stop(int sig, const std::string& source, bool user_stop);
   // Reads the pending signals and acts on the stop signals; true when SIGCHLD was among them.
   bool read_signals(int signals);
@@ -73,16 +114,22 @@ class LocalAttempt {
   void take_reports();
 
   const RunnerSettings& settings_;
+  const AttemptPlan& plan_;
   Reaper& reaper_;
+  GenerationEnvironment environment_;
+  const LocalCommand* command_ = nullptr;
+  Rejoin rejoin_;
   RankReports reports_;
   std::vector<RankProcess> ranks_;
+  os::UniqueFd poller_;
   Clock::time_point kill_at_ = Clock::time_point::max();
   Clock::time_point stop_deadline_ = Clock::time_point::max();
   Clock::time_point next_check_ = Clock::now() + std::chrono::seconds(1);
 };
 
-void LocalAttempt::start(const LocalCommand& command, const AttemptPlan& plan,
+void LocalAttempt::start(const LocalCommand& command,
                          const std::vector<std::vector<std::string>>& envs) {
+  command_ = &command;
   ranks_.reserve(envs.size());
   for (std::uint32_t r = 0; r < envs.size(); ++r) {
     RankSpawn spawn;
@@ -90,14 +137,16 @@ void LocalAttempt::start(const LocalCommand& command, const AttemptPlan& plan,
     spawn.executable = command.executable;
     spawn.argv = command.argv;
     spawn.env = envs[r];
-    spawn.log = plan.log_dir / rank_log_name(r);
+    spawn.log = plan_.log_dir / rank_log_name(r);
     ranks_.push_back(spawn_rank(spawn));
     reaper_.watch(ranks_.back().pid);
   }
 }
 
-void LocalAttempt::act(RankAction action) {
-  if (action == RankAction::kEndForFailure) {
+void LocalAttempt::act(RankAction action, std::uint32_t rank) {
+  if (action == RankAction::kRejoin) {
+    ::kill(-ranks_[rank].pid, SIGKILL);  // what is left of it: its DataLoader workers
+  } else if (action == RankAction::kEndForFailure) {
     signal_all(SIGTERM);
     kill_at_ = Clock::now() + settings_.grace;
   } else if (action == RankAction::kEndNow) {
@@ -141,7 +190,7 @@ void LocalAttempt::reap() {
     if (it == ranks_.end()) continue;  // the orphan guard, or a rank's orphan (subreaper)
     it->running = false;
     if (settings_.monitor != nullptr) settings_.monitor->rank_ended(it->number, status);
-    act(reports_.rank_ended(it->number, status));
+    act(reports_.rank_ended(it->number, status), it->number);
   }
 }
 
@@ -163,22 +212,51 @@ void LocalAttempt::take_reports() {
     act(reports_.handle(r));
 }
 
+void LocalAttempt::watch(int fd, std::uint64_t tag) {
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = tag;
+  if (::epoll_ctl(poller_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+    throw Error(std::string("epoll_ctl: ") + std::strerror(errno));
+  }
+}
+
+void LocalAttempt::place_replacement() {
+  const std::uint32_t rank = *rejoin_.failed_rank();
+  const std::uint32_t generation = rejoin_.generation() + 1;
+  const std::optional<std::string> resume =
+      settings_.resolve_resume ? settings_.resolve_resume() : std::nullopt;
+  if (!resume) {
+    act(reports_.rejoin_failed("no committed checkpoint verifies"));
+    return;
+  }
+  RankSpawn spawn;
+  spawn.number = rank;
+  spawn.executable = command_->executable;
+  spawn.argv = command_->argv;
+  spawn.env = environment_(rank, generation, resume);
+  spawn.log = plan_.log_dir / rank_log_name(rank, generation);
+  if (ranks_[rank].output) end_output(ranks_[rank], settings_.label);  // the failed one's last
+  ranks_[rank] = spawn_rank(spawn);
+  reaper_.watch(ranks_[rank].pid);
+  if (ranks_[rank].output) watch(ranks_[rank].output.get(), rank);
+  reports_.replacement_started(rank);
+  const std::string notice = generation_notice(generation, port_in(spawn.env, "MASTER_PORT"),
+                                               port_in(spawn.env, "PRIMUS_PORT"), *resume);
+  for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (r != rank) settings_.control->send(r, notice);
+  }
+  rejoin_.placed(Clock::now());
+}
+
 void LocalAttempt::supervise(int signals) {
   // One epoll set for the whole attempt: a poll() over every rank's output pipe at each wake-up
   // was an eighth of the launcher's CPU at 1,024 heartbeating ranks, and waitpid() at each
   // wake-up another 3 % (the kernel walks every child): children are reaped after a SIGCHLD.
-  const os::UniqueFd poller(::epoll_create1(EPOLL_CLOEXEC));
-  if (!poller) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
+  poller_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!poller_) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
   constexpr std::uint64_t kSignalsTag = ~std::uint64_t{0};
   constexpr std::uint64_t kControlTag = kSignalsTag - 1;
-  const auto watch = [&](int fd, std::uint64_t tag) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.u64 = tag;
-    if (::epoll_ctl(poller.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
-      throw Error(std::string("epoll_ctl: ") + std::strerror(errno));
-    }
-  };
   watch(signals, kSignalsTag);
   if (settings_.control != nullptr) watch(settings_.control->fd(), kControlTag);
   // A GET of /metrics waiting for its text: the monitor's tick() below answers it.
@@ -190,11 +268,11 @@ void LocalAttempt::supervise(int signals) {
   }
   std::array<epoll_event, 64> events{};
   bool child_ended = true;  // one may have ended before the first wait
-  while (any_running()) {
+  while (any_running() || rejoin_.under_way()) {
     const auto wake = std::min(next_check_, kill_at_);
     const auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
-    const int ready = ::epoll_wait(poller.get(), events.data(), static_cast<int>(events.size()),
+    const int ready = ::epoll_wait(poller_.get(), events.data(), static_cast<int>(events.size()),
                                    static_cast<int>(std::clamp<long>(wait, 0, 1000)));
     if (ready < 0 && errno != EINTR)
       throw Error(std::string("epoll_wait: ") + std::strerror(errno));
@@ -212,6 +290,10 @@ void LocalAttempt::supervise(int signals) {
     if (child_ended) {
       child_ended = false;
       reap();
+    }
+    if (rejoin_.ready_to_place()) place_replacement();
+    if (rejoin_.past_deadline(Clock::now())) {
+      act(reports_.rejoin_failed("the ranks had not rejoined within --primus-rejoin-deadline"));
     }
     if (settings_.monitor != nullptr) settings_.monitor->tick();
     if (Clock::now() >= next_check_) every_second();
@@ -270,14 +352,17 @@ void block_launcher_signals() {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
-std::vector<std::string> LocalRunner::rank_environment(const AttemptPlan& plan,
-                                                       std::uint32_t rank) {
+std::vector<std::string> LocalRunner::rank_environment(const AttemptPlan& plan, std::uint32_t rank,
+                                                       std::uint32_t generation) {
   Environment env = command_.env;
   env.erase("PRIMUS_JOB_SECRET");
+  OneMachineJob job = command_.job;
+  job.generation = generation;  // the generation's own ports
   for (const auto& [name, value] :
-       one_machine_environment(command_.job, rank, command_.env, command_.options))
+       one_machine_environment(job, rank, command_.env, command_.options))
     env[name] = value;
   set_attempt_variables(env, plan, settings_.control);
+  if (generation > 0) env["PRIMUS_GENERATION"] = std::to_string(generation);
   return environment_entries(env);
 }
 
@@ -290,8 +375,14 @@ AttemptReport LocalRunner::run(const AttemptPlan& plan) {
   for (std::uint32_t rank = 0; rank < command_.job.nproc; ++rank)
     envs.push_back(rank_environment(plan, rank));
 
-  LocalAttempt attempt(settings_, context_of(settings_, plan, false), reaper_);
-  attempt.start(command_, plan, envs);
+  LocalAttempt attempt(settings_, plan, reaper_,
+                       [this, &plan](std::uint32_t rank, std::uint32_t generation,
+                                     const std::optional<std::string>& resume) {
+                         AttemptPlan replaced = plan;
+                         replaced.resume = resume;
+                         return rank_environment(replaced, rank, generation);
+                       });
+  attempt.start(command_, envs);
   attempt.supervise(signals.get());
   return attempt.finish();
 }

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,11 @@ struct RunnerSettings {
   std::filesystem::path stop_request;  // checked every second; its appearance is a stop
   bool label = false;                  // --label
   int warning_signal = SIGUSR2;        // the ranks' --primus-preempt-signal (signal_for_ranks)
+  // --primus-recover=rejoin (one machine): a rank's failure is a rejoin where one can be made,
+  // within --primus-rejoin-deadline; resolve_resume gives its checkpoint (the supervisor's rule 4).
+  bool rejoin = false;
+  std::chrono::milliseconds rejoin_deadline{std::chrono::seconds(60)};
+  std::function<std::optional<std::string>()> resolve_resume;
 };
 
 // What the supervisor gives one attempt.
@@ -48,6 +54,7 @@ struct AttemptPlan {
   std::optional<std::string> resume;  // PRIMUS_RESUME for the ranks, or none
   std::filesystem::path log_dir;      // logs/alloc-<a>/attempt-<k>
   DataTasks* data = nullptr;          // --primus-data-mode=dynamic's queue; nullptr: static
+  std::uint32_t rejoins_left = 0;     // --primus-max-restarts less the restarts and rejoins made
 };
 
 // What happened in one attempt, as the runner saw it (both modes; the Slurm-only fields stay
@@ -67,7 +74,8 @@ struct AttemptReport {
   std::map<std::uint32_t, std::string> nodes;         // Slurm: where each rank ran
   std::string step;                                   // Slurm: "<job>.<step>" of the attempt
   int srun_status = 0;                                // Slurm: waitpid status of srun
-  bool requeued = false;  // Slurm: the runner requeued the job before slurmctld ended it
+  bool requeued = false;      // Slurm: the runner requeued the job before slurmctld ended it
+  std::uint32_t rejoins = 0;  // rejoins completed (--primus-recover=rejoin): restarts they count as
 };
 
 // What the policy needs of a report (the same for both modes).

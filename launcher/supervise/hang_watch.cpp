@@ -32,6 +32,12 @@ void HangWatch::ended(std::uint32_t rank) {
   heard_.erase(rank);
 }
 
+void HangWatch::replaced(std::uint32_t rank, Clock::time_point now) {
+  ended_.erase(rank);
+  in_rendezvous_.erase(rank);
+  last_[rank] = heard_[rank] = now;
+}
+
 std::optional<std::uint32_t> HangWatch::hung(Clock::time_point now,
                                              std::chrono::milliseconds timeout) const {
   const auto oldest = hung_rank(last_, now, timeout);

@@ -32,6 +32,8 @@ class HangWatch {
   void rendezvous(std::uint32_t rank) { in_rendezvous_.insert(rank); }
   void ready(std::uint32_t rank) { in_rendezvous_.erase(rank); }
   void ended(std::uint32_t rank);
+  // A replacement for an ended rank started (a rejoin): watched again from `now`.
+  void replaced(std::uint32_t rank, Clock::time_point now);
 
   // Once a rank made no progress for more than `timeout`: the rank to blame, the one silent
   // longest (no heartbeat either: stopped, or never said hello) among those without progress,

@@ -53,6 +53,11 @@ std::string rank_log_name(std::uint32_t rank) {
   return "rank-" + std::to_string(rank) + ".log";
 }
 
+std::string rank_log_name(std::uint32_t rank, std::uint32_t generation) {
+  if (generation == 0) return rank_log_name(rank);
+  return "rank-" + std::to_string(rank) + ".gen-" + std::to_string(generation) + ".log";
+}
+
 JobDir::JobDir(std::filesystem::path path) : path_(std::move(path)) {
   private_directory(path_, "the job directory");
   private_directory(path_ / "logs", "the job directory's");

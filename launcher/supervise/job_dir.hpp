@@ -30,5 +30,8 @@ class JobDir {
 
 // The rank log's name in an attempt's folder: rank-<r>.log.
 std::string rank_log_name(std::uint32_t rank);
+// A rejoin's replacement of `rank` in `generation` (above 0) logs to rank-<r>.gen-<g>.log beside
+// it, so that the failed process's log stays whole.
+std::string rank_log_name(std::uint32_t rank, std::uint32_t generation);
 
 }  // namespace primus::launch

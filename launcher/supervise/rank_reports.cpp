@@ -1,7 +1,9 @@
 // The ranks' reports of one attempt, read once for both runners (rank_reports.hpp).
 #include "supervise/rank_reports.hpp"
 
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 namespace primus::launch {
 
@@ -16,6 +18,7 @@ AttemptContext context_of(const RunnerSettings& settings, const AttemptPlan& pla
   context.events = settings.events;
   context.monitor = settings.monitor;
   context.data = plan.data;
+  context.resume_point = plan.resume.has_value();
   return context;
 }
 
@@ -74,6 +77,8 @@ void RankReports::on_event(const Report& r) {
                       (r.signal.empty() ? std::string("a signal") : r.signal) + " to the ranks"}}});
     }
     report_.ranks_signalled = true;
+  } else if (r.event == "rejoinable" || r.event == "rejoin-waiting") {
+    if (!r.wrapper && context_.rejoin != nullptr) on_rejoin_event(r);
   } else if (r.event == "checkpoint-started" || r.event == "checkpoint-committed") {
     const bool committed = r.event == "checkpoint-committed";
     if (committed) {
@@ -85,6 +90,54 @@ void RankReports::on_event(const Report& r) {
     if (committed || !r.path.empty()) details.emplace_back("path", r.path);
     events.write({r.event, r.rank, node_of(r.rank), details});
   }
+}
+
+void RankReports::on_rejoin_event(const Report& r) {
+  Rejoin& rejoin = *context_.rejoin;
+  const std::uint32_t generation = r.generation.value_or(0);
+  if (r.event == "rejoin-waiting") {
+    rejoin.waiting(r.rank, generation, Clock::now());
+    return;
+  }
+  const auto failed = rejoin.failed_rank();
+  const auto phases = rejoin.rejoinable(r.rank, generation, Clock::now());
+  if (!phases || !failed) return;
+  ++report_.rejoins;
+  replaced_end_.reset();
+  const auto fixed = [](double seconds) {
+    std::ostringstream text;
+    text << std::fixed << std::setprecision(3) << seconds;
+    return text.str();
+  };
+  context_.events->write({"rejoined",
+                          *failed,
+                          node_of(*failed),
+                          {{"generation", std::to_string(rejoin.generation())},
+                           {"seconds", fixed(phases->total())},
+                           {"tear_down_seconds", fixed(phases->tear_down)},
+                           {"place_seconds", fixed(phases->place)},
+                           {"regroup_seconds", fixed(phases->regroup)}}});
+  std::cerr << "primus-launch: the ranks go on in generation " << rejoin.generation()
+            << " with a new rank " << *failed << " (rejoined in " << fixed(phases->total())
+            << " s)\n";
+}
+
+RankAction RankReports::rejoin_failed(const std::string& why) {
+  if (context_.rejoin == nullptr || !context_.rejoin->under_way()) return RankAction::kNone;
+  context_.rejoin->give_up();
+  if (replaced_end_) {
+    report_.ends.insert(report_.ends.begin(), *replaced_end_);
+    replaced_end_.reset();
+  }
+  context_.events->write({"rejoin-failed", std::nullopt, context_.node, {{"reason", why}}});
+  std::cerr << "primus-launch: the rejoin failed: " << why << "; ending the ranks\n";
+  report_.ended_for_failure = true;
+  return RankAction::kEndForFailure;
+}
+
+void RankReports::replacement_started(std::uint32_t rank) {
+  watch_.replaced(rank, Clock::now());
+  reported_.erase(rank);
 }
 
 RankAction RankReports::handle(const Report& r) {
@@ -139,12 +192,7 @@ RankAction RankReports::rank_ended(std::uint32_t rank, int wait_status) {
   const bool preempted = code == context_.preempted_status;
   // Under srun an end with the preempted status is a stop that Slurm sent the ranks.
   const bool as_asked = context_.slurm && preempted;
-  if (code != 0 && !as_asked && !stopping()) {
-    context_.events->write(
-        {"rank-failed", rank, node_of(rank), {{"status", describe(wait_status)}}});
-    report_.ended_for_failure = true;
-    return RankAction::kEndForFailure;
-  }
+  if (code != 0 && !as_asked && !stopping()) return rank_failed(rank, wait_status);
   if (as_asked && !report_.ended_for_failure) report_.ranks_signalled = true;
   if (code != 0 && !preempted && stopping() && !report_.ended_for_failure) {
     // Killed by the stop before it was ready, or failed: the others cannot commit a checkpoint
@@ -155,6 +203,35 @@ RankAction RankReports::rank_ended(std::uint32_t rank, int wait_status) {
     return RankAction::kEndNow;
   }
   return RankAction::kNone;
+}
+
+RankAction RankReports::rank_failed(std::uint32_t rank, int wait_status) {
+  context_.events->write({"rank-failed", rank, node_of(rank), {{"status", describe(wait_status)}}});
+  Rejoin* rejoin = context_.rejoin;
+  if (rejoin != nullptr && rejoin->under_way()) {
+    return rejoin_failed("rank " + std::to_string(rank) + " failed too (" + describe(wait_status) +
+                         ")");
+  }
+  std::string why;
+  if (rejoin != nullptr &&
+      rejoin->begin(rank, context_.resume_point || report_.checkpoint_committed, Clock::now(),
+                    why)) {
+    replaced_end_ = report_.ends.back();
+    report_.ends.pop_back();
+    context_.events->write({"rejoin",
+                            rank,
+                            node_of(rank),
+                            {{"generation", std::to_string(rejoin->generation() + 1)}}});
+    std::cerr << "primus-launch: rank " << rank << " ended with " << describe(wait_status)
+              << "; the other ranks stay and go on with a new rank " << rank
+              << " (--primus-recover=rejoin)\n";
+    return RankAction::kRejoin;
+  }
+  if (rejoin != nullptr && rejoin->enabled()) {
+    std::cerr << "primus-launch: rank " << rank << " failed; no rejoin: " << why << "\n";
+  }
+  report_.ended_for_failure = true;
+  return RankAction::kEndForFailure;
 }
 
 void RankReports::stop_forwarded(const std::string& source, const std::string& forwarded,
@@ -170,7 +247,10 @@ void RankReports::stop_forwarded(const std::string& source, const std::string& f
 
 std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
                                                      std::chrono::milliseconds timeout) {
-  if (stopping()) return std::nullopt;
+  // The survivors of a rank's failure make no progress while they rejoin: its deadline holds.
+  if (stopping() || (context_.rejoin != nullptr && context_.rejoin->under_way())) {
+    return std::nullopt;
+  }
   const auto rank = watch_.hung(now, timeout);
   if (!rank) return std::nullopt;
   report_.hung = rank;

@@ -19,6 +19,7 @@
 #include "supervise/attempt_runner.hpp"
 #include "supervise/events.hpp"
 #include "supervise/hang_watch.hpp"
+#include "supervise/rejoin.hpp"
 
 namespace primus::launch {
 
@@ -35,6 +36,8 @@ struct AttemptContext {
   EventLog* events = nullptr;
   JobMonitor* monitor = nullptr;  // nullptr: none
   DataTasks* data = nullptr;      // nullptr: static data split
+  Rejoin* rejoin = nullptr;       // --primus-recover=rejoin's (one machine); nullptr: none
+  bool resume_point = false;      // the attempt started from a committed checkpoint
 };
 
 // The context of an attempt that a runner with `settings` runs as `plan` says (`slurm`: an srun
@@ -46,6 +49,7 @@ enum class RankAction {
   kNone,
   kEndForFailure,  // a rank failed: stop the others (SIGTERM, SIGKILL after the grace time)
   kEndNow,         // a rank ended otherwise during a stop: the others cannot commit; end them
+  kRejoin,         // a rank failed and its rejoin began: kill what is left of it, keep the others
 };
 
 class RankReports {
@@ -73,12 +77,20 @@ class RankReports {
   const AttemptReport& report() const { return report_; }
   // The report once the attempt is over (each end marked ready or not).
   AttemptReport finish();
+  // The rejoin under way failed (`why`): its failed rank's end becomes the attempt's first, and
+  // the attempt ends for it (kEndForFailure; kNone when no rejoin was under way).
+  RankAction rejoin_failed(const std::string& why);
+  // The runner started the replacement of `rank` (a rejoin).
+  void replacement_started(std::uint32_t rank);
 
  private:
   std::optional<std::string> node_of(std::uint32_t rank) const;
   void send_data(const std::vector<DataMessage>& messages);
   void on_hello(const Report& r);
   void on_event(const Report& r);
+  void on_rejoin_event(const Report& r);
+  // A rank's own failure (not during a stop): a rejoin where one can be made, else the end.
+  RankAction rank_failed(std::uint32_t rank, int wait_status);
 
   AttemptContext context_;
   AttemptReport report_;
@@ -89,6 +101,7 @@ class RankReports {
   std::set<std::uint32_t> reported_;  // wrappers that reported an exit
   // Wrappers of this attempt that said hello, and those of them whose connection has closed.
   std::set<std::uint32_t> wrappers_, wrappers_gone_;
+  std::optional<RankEnd> replaced_end_;  // the failed rank's end while its rejoin is under way
 };
 
 }  // namespace primus::launch

@@ -58,6 +58,7 @@ int supervise(const SupervisedJob& job, const JobDir& job_dir, AttemptRunner& ru
   // The policy's one state: the ranks' own failures by node over the allocation's attempts.
   RankFailures failures(std::max<std::uint32_t>(1, job.exclude_after));
   const std::uint32_t allocation = job.situation.allocation;
+  std::uint32_t rejoins = 0;  // each counts as a restart against --primus-max-restarts
   for (std::uint32_t attempt = 0;; ++attempt) {
     events.set_attempt(attempt);
     std::string why;
@@ -73,14 +74,18 @@ int supervise(const SupervisedJob& job, const JobDir& job_dir, AttemptRunner& ru
     plan.world_size = *world;
     plan.resume = resolve_resume(job.ckpt_root, job.given_resume, events, job.node);
     plan.log_dir = job_dir.attempt_logs(allocation, attempt);
+    const std::uint32_t restarts = attempt + rejoins;
+    plan.rejoins_left =
+        job.situation.max_restarts > restarts ? job.situation.max_restarts - restarts : 0;
     DataTasks data(*world);  // every attempt opens the queue again, from its checkpoint
     if (job.dynamic_data) plan.data = &data;
     monitor.start_attempt(attempt, *world);
 
     const AttemptReport report = runner.run(plan);
     AttemptFacts facts = facts_of(report, *world);
+    rejoins += report.rejoins;
     JobSituation situation = job.situation;
-    situation.attempt = attempt;
+    situation.attempt = attempt + rejoins;
     runner.examine(situation, report, facts);
     if (job.exclusions != nullptr) situation.excluded = job.exclusions->nodes();
     const Action action = after_attempt(situation, facts, failures);

@@ -61,6 +61,12 @@ _data_order = None        # {"step", "stop"}: the checkpoint primus-launch order
 _data_stop_saved = False  # a stop checkpoint was saved: should_stop() is True
 _reader = None
 
+# A rejoin (primus._rejoin): the newest generation primus-launch announced, and what to call on
+# the reader's thread when one arrives (aborting the collectives a failed peer would hold).
+_generation_notice = None
+_reader_closed = False
+_on_generation = None
+
 
 def connected():
     return _sock is not None
@@ -323,7 +329,12 @@ def _read_launcher():
                 message = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(message, dict) or message.get("type") != "data":
+            if not isinstance(message, dict):
+                continue
+            if message.get("type") == "generation":
+                _generation_arrived(message)
+                continue
+            if message.get("type") != "data":
                 continue
             with _data_cond:
                 if message.get("op") == "checkpoint":
@@ -331,23 +342,72 @@ def _read_launcher():
                 else:
                     _data_replies.append(message)
                 _data_cond.notify_all()
+    global _reader_closed
     with _data_cond:
         _data_replies.append({"op": "error", "message": "the connection to primus-launch closed"})
+        _reader_closed = True
         _data_cond.notify_all()
+
+
+def _generation_arrived(message):
+    """A generation notice: kept (the newest), its callback run, its waiters woken."""
+    global _generation_notice
+    generation = message.get("generation")
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
+        return
+    with _data_cond:
+        if _generation_notice is not None and _generation_notice["generation"] >= generation:
+            return
+        _generation_notice = dict(message)
+        callback = _on_generation
+        _data_cond.notify_all()
+    if callback is not None:
+        try:
+            callback(message)
+        except Exception as error:  # noqa: BLE001 (the reader must go on)
+            _warn_once("handling a generation notice", error)
+
+
+def start_reader(on_generation=None):
+    """Starts the reader of what primus-launch sends, if it is not running (a rejoin needs it
+    from the start; the dynamic data mode starts it at its first request). `on_generation(notice)`
+    runs on the reader's thread for each new generation notice."""
+    global _reader, _on_generation
+    if _sock is None:
+        return False
+    with _data_cond:
+        if on_generation is not None:
+            _on_generation = on_generation
+        if _reader is None:
+            _reader = threading.Thread(target=_read_launcher, name="primus-launcher-reader",
+                                       daemon=True)
+            _reader.start()
+    return True
+
+
+def wait_generation(after, timeout):
+    """The newest generation notice above `after`, waiting up to `timeout` seconds for one;
+    None when none came, or the connection to primus-launch closed."""
+    deadline = time.monotonic() + timeout
+    with _data_cond:
+        while True:
+            notice = _generation_notice
+            if notice is not None and notice["generation"] > after:
+                return dict(notice)
+            left = deadline - time.monotonic()
+            if left <= 0 or _reader_closed:
+                return None
+            _data_cond.wait(left)
 
 
 def data_request(message, interruptible=False):
     """Sends a data request to primus-launch and waits for its answer. With interruptible, a
     checkpoint order that arrives first ends the wait: None (the launcher dropped the request)."""
-    global _reader
     if _sock is None:
         raise RuntimeError("primus.data's dynamic mode needs primus-launch (its control channel "
                            "hands out the splits); run the job under primus-launch")
+    start_reader()
     with _data_cond:
-        if _reader is None:
-            _reader = threading.Thread(target=_read_launcher, name="primus-launcher-reader",
-                                       daemon=True)
-            _reader.start()
         if interruptible and _data_order is not None:
             return None
     send(dict(type="data", **message))
@@ -395,6 +455,12 @@ def note_lost_peer(error):
     peer = getattr(error, "peer", None)
     if _lost_peer is None and isinstance(peer, int) and peer >= 0:
         _lost_peer = peer
+
+
+def forget_lost_peer():
+    """A new generation (a rejoin): the peer lost in the last one is no longer this rank's."""
+    global _lost_peer
+    _lost_peer = None
 
 
 def lost_peer_of(value):

@@ -30,6 +30,7 @@ _steps_agreed = 1
 _agreed_at = None
 _stop_interval = None
 _dynamic = False  # --primus-data-mode=dynamic (PRIMUS_DATA_MODE, read at init())
+_destroy_registered = False  # _destroy_process_group is registered with atexit
 
 
 class Job:
@@ -188,7 +189,10 @@ def _init_torch(job):
         # The group primus made is torn down before the interpreter's own teardown: left to the
         # latter, torch 1.13 sometimes aborts at exit ("terminate called without an active
         # exception", seen here when a rank exits 75 right after a stop).
-        atexit.register(_destroy_process_group)
+        global _destroy_registered
+        if not _destroy_registered:
+            _destroy_registered = True
+            atexit.register(_destroy_process_group)
     if torch.cuda.is_available():
         torch.cuda.set_device(job.local_rank % torch.cuda.device_count())
         job.device = f"cuda:{torch.cuda.current_device()}"
@@ -348,3 +352,33 @@ def agree(ok):
 
 def initialized():
     return _job is not None
+
+
+def abort_collectives(notice=None):
+    """Ends the collectives a failed peer would hold (primus.comm's; the gradient sums and the
+    agreements go through it): from primus-launch's reader thread when a new generation is
+    announced (primus._rejoin), and before the communicator is made again."""
+    comm = _comm
+    if comm is not None:
+        generation = (notice or {}).get("generation")
+        comm.abort("primus-launch started generation " + str(generation) if generation else
+                   "this rank is joining a new generation")
+
+
+def new_generation(resume):
+    """Makes this rank's groups again for a new generation (primus._rejoin.enter, which set the
+    generation's variables): primus.comm's communicator is aborted and made again at its first
+    use, should_stop()'s agreement starts afresh, and torch.distributed's group is destroyed and
+    initialised on the new ports. job.resume becomes `resume`, the checkpoint every rank of the
+    new generation loads."""
+    global _comm, _calls_since_agreement, _steps_agreed, _agreed_at
+    with _lock:
+        if _job is None:
+            raise RuntimeError("primus: a new generation before primus.init()")
+        abort_collectives()
+        _comm = None
+        _calls_since_agreement, _steps_agreed, _agreed_at = 0, 1, None
+        _destroy_process_group()
+        _job.resume = resume
+        _init_torch(_job)
+    _control.event("ready")

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 import time
 
-from . import _control, _env, _relaunch, _resume_check
+from . import _control, _env, _rejoin, _relaunch, _resume_check
 
 PER_RANK_BATCH = 32
 DEFAULT_CHECKPOINT_EVERY = 100
@@ -226,7 +226,7 @@ def train(model, dataset, *, epochs, workers=None, global_batch_size=None, optim
     torch.manual_seed(_seed_of(seed, job.rank))
     run.restore()
     _control.training_plan(run.total_steps)
-    return run.finish(run.epochs(epochs), exit_on_stop)
+    return run.finish(run.train(epochs), exit_on_stop)
 
 
 class _Run:
@@ -291,6 +291,45 @@ class _Run:
         if self.pending is not None:
             self.last_committed = self.pending.wait()
             self.pending = None
+
+    def train(self, count):
+        """The loop, from one generation of the ranks to the next: with --primus-recover=rejoin a
+        peer's failure makes this rank wait for the next generation and go on from its
+        checkpoint (primus._rejoin) instead of failing."""
+        rejoin = _rejoin.enabled(self.job)
+        while True:
+            if rejoin:
+                _rejoin.announce()
+            try:
+                return self.epochs(count)
+            except Exception as error:
+                if not (rejoin and _rejoin.is_peer_failure(error)):
+                    raise
+                # Before this rank says it waits: no write of the old generation goes on.
+                self.discard_pending()
+                notice = _rejoin.wait_for_notice(error)
+                if notice is None or not notice.get("resume"):
+                    raise  # primus-launch restarts the ranks (it rejoins from a checkpoint only)
+            # The failure's traceback is gone: the loop's iterators (a DataLoader's workers) with
+            # it.
+            self.rejoin(notice)
+
+    def discard_pending(self):
+        """The save in flight joined and dropped: a rank that failed cannot commit it."""
+        from . import checkpoint
+
+        checkpoint._new_generation()
+        self.pending = None
+
+    def rejoin(self, notice):
+        """This rank in the notice's generation, as a rank that starts there: the groups made
+        again, the model wrapped in primus.ddp again, the generation's checkpoint loaded (the
+        same collectives in the same order as the replacement's start)."""
+        import primus
+
+        _rejoin.enter(notice)
+        self.net = primus.ddp(self.model)
+        self.restore()
 
     def train_step(self, batch, epoch, left):
         """One step on this rank's share of a global batch; `left`: the epoch's steps left after

@@ -220,6 +220,26 @@ class CommitFailure(Exception):
         self.error = error
 
 
+def _new_generation():
+    """A rejoin (primus._rejoin): the save in flight, whose commit would need a rank that failed,
+    is joined and discarded (its files are written over when the step is saved again), and the
+    next load() with no arguments loads the new generation's resume point, as in a rank that
+    starts, with the same agreement."""
+    global _saved, _commit_failure
+    pending = _saves.in_flight
+    if pending is not None:
+        pending._thread.join()
+        with _lock:
+            if _saves.in_flight is pending:
+                _saves.in_flight = None
+        if not pending._done:
+            pending._done = True
+            pending._result = CheckpointError(
+                f"step {pending.step} was not committed: a rank failed while it was saved")
+    _saved = False
+    _commit_failure = None
+
+
 def release_staging():
     """Frees the host copies kept for asynchronous saves (after waiting for the one in flight)."""
     wait()

@@ -65,3 +65,25 @@ def test_every_kind_event_and_operation_of_the_ranks_in_the_table_is_sent():
     assert set(TABLE["event"]["events"]) == events
     assert set(TABLE["data"]["ops_to_launcher"]) == ops_sent
     assert ops_read and ops_read <= set(TABLE["data"]["ops_to_rank"])
+
+
+def test_what_a_rank_reads_of_a_generation_notice_is_in_its_row():
+    """primus._rejoin and _control read the launcher's generation notice by these keys only."""
+    read = set()
+    for name in ("_rejoin.py", "_control.py"):
+        for node in ast.walk(ast.parse((PACKAGE / name).read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get"
+                    and getattr(node.func.value, "id", None) in ("notice", "message")
+                    and node.args and constant(node.args[0])):
+                read.add(constant(node.args[0]))
+            elif (isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "notice"
+                  and constant(node.slice)):
+                read.add(constant(node.slice))
+            elif isinstance(node, ast.Tuple) and len(node.elts) == 2 and all(
+                    constant(e) for e in node.elts) and str(constant(node.elts[0])).isupper():
+                read.add(constant(node.elts[1]))  # ("MASTER_PORT", "master_port")
+    assert TABLE["generation"]["from"] == ["launcher"]
+    read.discard("type")
+    read -= {"op", "step", "stop", "message"}  # the data replies' keys, read from `message`
+    assert {"generation", "master_port", "primus_port", "resume"} <= read, read
+    assert read <= set(TABLE["generation"]["fields"]), read - set(TABLE["generation"]["fields"])

@@ -4,8 +4,9 @@ model, data, optimizer and schedule, with hooks that only observe or interrupt.
 EXAMPLE=DIR: where examples/cnn is (default: this tree's).
 OUT=FILE: at the end rank 0 writes the final parameters, buffers and optimizer state as hex.
 TRACE=DIR: every rank appends one JSON line per step to DIR/rank-R.jsonl: the run (TRACE_RUN,
-SLURM_RESTART_COUNT, PRIMUS_LAUNCH_RESTARTS), its resume step, the step, the epoch and the
-numbers of the records it trained on (from the records themselves, not from the plan).
+SLURM_RESTART_COUNT, PRIMUS_LAUNCH_RESTARTS and, after a rejoin, PRIMUS_GENERATION: a rank that
+rejoined is in a new run from then on), its resume step, the step, the epoch and the numbers of
+the records it trained on (from the records themselves, not from the plan).
 STOP_AT=S: after step S rank 0 sends SIGTERM to its parent (primus-launch, as a preemption would
 reach it) and waits until the signal comes back; with PRIMUS_STOP_INTERVAL=0 (an agreement at
 every step) that step's should_stop() agrees on the stop, and the ranks stop after step S.
@@ -44,16 +45,25 @@ def main():
     if os.environ.get("IGNORE_STOP") == "1":
         for signum in (signal.SIGTERM, signal.SIGUSR2):
             signal.signal(signum, signal.SIG_IGN)
-    run = "/".join(os.environ.get(name, "-") for name in
-                   ("TRACE_RUN", "SLURM_RESTART_COUNT", "PRIMUS_LAUNCH_RESTARTS"))
+    def run_and_resume():
+        # Read at every step: a rank that rejoins goes on in a new generation, from its resume.
+        names = ["TRACE_RUN", "SLURM_RESTART_COUNT", "PRIMUS_LAUNCH_RESTARTS"]
+        if os.environ.get("PRIMUS_GENERATION", "0") != "0":
+            names.append("PRIMUS_GENERATION")
+        run = "/".join(os.environ.get(name, "-") for name in names)
+        return run, int(Path(job.resume).name.split("-")[1]) if job.resume else None
+
     trace_dir = os.environ.get("TRACE")
     trace = open(Path(trace_dir) / f"rank-{job.rank}.jsonl", "a") if trace_dir else None
-    resume = None
-    if job.resume:
-        resume = int(Path(job.resume).name.split("-")[1])
+    resume = run_and_resume()[1]
     seen = []
+    seen_in = [os.environ.get("PRIMUS_GENERATION", "0")]
 
     def decode(record):
+        generation = os.environ.get("PRIMUS_GENERATION", "0")
+        if generation != seen_in[0]:  # a rejoin: the failed step's records were not trained on
+            seen.clear()
+            seen_in[0] = generation
         seen.append(cnn.record_number(record))
         return cnn.decode(record)
 
@@ -99,7 +109,8 @@ def main():
 
     def on_step(info):
         if trace is not None:
-            trace.write(json.dumps({"run": run, "time": time.time(), "resume": resume,
+            run, resumed = run_and_resume()
+            trace.write(json.dumps({"run": run, "time": time.time(), "resume": resumed,
                                     "rank": job.rank, "step": info.step, "epoch": info.epoch,
                                     "ids": seen}) + "\n")
             trace.flush()

@@ -43,6 +43,7 @@ std::string example_line(const std::string& kind, const json& row) {
 TEST(ControlMessages, EveryKindOfTheTableParsesToAReportOfItsOwn) {
   std::set<ReportKind> seen;
   for (const auto& [kind, row] : table().items()) {
+    if (!sent_by(row, "rank") && !sent_by(row, "wrapper")) continue;  // the launcher's own
     std::string error;
     const auto report = parse_report(example_line(kind, row), 3, sent_by(row, "wrapper"), error);
     ASSERT_TRUE(report.has_value()) << kind << ": " << error;
@@ -79,6 +80,29 @@ TEST(ControlMessages, TheFieldsOfTheTableReachTheReport) {
   const auto ended = parse_report(example_line("exit", kinds.at("exit")), 1, true, error);
   ASSERT_TRUE(ended.has_value()) << error;
   EXPECT_EQ(ended->wait_status, 256);
+  const auto event = parse_report(example_line("event", kinds.at("event")), 1, false, error);
+  ASSERT_TRUE(event.has_value()) << error;
+  EXPECT_EQ(event->generation, std::optional<std::uint32_t>(1));
+}
+
+// The launcher's generation notice has exactly the fields of its row, which says the launcher
+// sends it (python/primus/_rejoin.py reads it).
+TEST(ControlMessages, TheGenerationNoticeIsItsRow) {
+  const json notice = json::parse(generation_notice(4, 29500, 29501, "/ckpt/step-00000007"));
+  const json& row = table().at("generation");
+  EXPECT_TRUE(sent_by(row, "launcher"));
+  EXPECT_EQ(notice.at("type"), "generation");
+  std::set<std::string> fields;
+  for (const auto& [field, value] : notice.items())
+    if (field != "type") fields.insert(field);
+  std::set<std::string> expected;
+  for (const auto& [field, value] : row.at("fields").items())
+    expected.insert(field);
+  EXPECT_EQ(fields, expected);
+  EXPECT_EQ(notice.at("generation"), 4);
+  EXPECT_EQ(notice.at("master_port"), 29500);
+  EXPECT_EQ(notice.at("primus_port"), 29501);
+  EXPECT_EQ(notice.at("resume"), "/ckpt/step-00000007");
 }
 
 TEST(ControlMessages, TheWrappersLinesAreTheRowsThatSayWrapper) {

@@ -33,8 +33,9 @@ struct OneMachineJob {
   std::string submit_dir;  // absolute
   std::string job_secret;
   std::uint32_t restart_count = 0;
-  std::uint64_t port_seed = 0;  // picks the derived port slot
-  std::uint32_t cpus = 0;       // this machine's usable CPUs (os::usable_cpus()); 0: unknown
+  std::uint64_t port_seed = 0;   // picks the derived port slot
+  std::uint32_t cpus = 0;        // this machine's usable CPUs (os::usable_cpus()); 0: unknown
+  std::uint32_t generation = 0;  // a rejoin's generation: its own derived port slot
 };
 EnvList one_machine_environment(const OneMachineJob& job, std::uint32_t rank,
                                 const Environment& process_env, const ResolvedOptions& options);

@@ -1,0 +1,109 @@
+"""--primus-recover=rejoin under primus-launch --nproc, with the CNN example (primus.train), real
+PyTorch and real processes: a rank that fails mid-run is replaced while the others stay alive,
+and the run ends bitwise equal to an uninterrupted one, every record read exactly once per
+epoch relative to the final model; where no checkpoint exists yet, the restart is made
+instead (docs/architecture.md, "Recovery without a restart")."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import train_oracle
+from job_env import job_environment
+
+torch = pytest.importorskip("torch", reason="torch is not installed for this Python")
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parents[1] / "examples" / "cnn"
+HARNESS = HERE / "train_cnn.py"
+LAUNCHER = os.environ.get("PRIMUS_LAUNCH", os.path.abspath("primus-launch"))
+RECORDS, GLOBAL_BATCH, EPOCHS, NPROC = 512, 64, 3, 4
+STEPS_PER_EPOCH = RECORDS // GLOBAL_BATCH
+
+
+@pytest.fixture(scope="module")
+def cnn_data(tmp_path_factory):
+    where = tmp_path_factory.mktemp("cnn-data")
+    result = subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(where),
+                             "--records", str(RECORDS), "--files", "3"],
+                            capture_output=True, text=True, timeout=120, env=job_environment())
+    assert result.returncode == 0, result.stderr
+    return where
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, cnn_data):
+    """The uninterrupted run's final state."""
+    whole = tmp_path_factory.mktemp("whole")
+    result = launch(whole, cnn_data, "whole")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((whole / "final.json").read_text())
+
+
+def launch(workdir, data, run, *options, **extra):
+    if not os.access(LAUNCHER, os.X_OK):
+        pytest.fail(f"{LAUNCHER} is not built (run from the build directory)")
+    env = job_environment(PRIMUS_DATA=f"{data}/*.tfrecord", EPOCHS=EPOCHS,
+                          OUT=workdir / "final.json", TRACE=workdir / "trace", TRACE_RUN=run,
+                          PRIMUS_STOP_INTERVAL=0, **extra)
+    (workdir / "trace").mkdir(parents=True, exist_ok=True)
+    return subprocess.run([LAUNCHER, "--nproc", str(NPROC), *options, "--", sys.executable,
+                           str(HARNESS)], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def events_of(workdir):
+    return [json.loads(line) for line in
+            (workdir / "primus-local" / "events.jsonl").read_text().splitlines()]
+
+
+def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwise_equal(
+        tmp_path, cnn_data, reference):
+    """Rank 2 of 4 exits 3 after step 13 (checkpoints every 10): ranks 0, 1 and 3 stay alive,
+    a new rank 2 starts, and every rank goes on from step 10 in generation 1 of the same
+    attempt."""
+    result = launch(tmp_path, cnn_data, "r", "--primus-recover=rejoin", "--primus-max-restarts=1",
+                    FAIL_AT=13, FAIL_RANK=2, FAIL_MARKER=tmp_path / "failed")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "failed").exists()
+    assert json.loads((tmp_path / "final.json").read_text()) == reference
+    events = events_of(tmp_path)
+    kinds = [e["event"] for e in events]
+    assert "restarted" not in kinds and "rejoin-failed" not in kinds, kinds
+    rejoin = next(e for e in events if e["event"] == "rejoin")
+    rejoined = next(e for e in events if e["event"] == "rejoined")
+    assert rejoin["rank"] == 2 and rejoined["rank"] == 2, (rejoin, rejoined)
+    assert rejoined["details"]["generation"] == "1", rejoined
+    assert float(rejoined["details"]["seconds"]) > 0, rejoined
+    assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
+    logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "rank-0.log", "rank-1.log", "rank-2.gen-1.log", "rank-2.log", "rank-3.log"]
+    # Each survivor's one process trained through both generations: it says finished once.
+    for rank in (0, 1, 3):
+        text = (logs / f"rank-{rank}.log").read_text()
+        assert text.count(f"rank {rank}: finished at step {EPOCHS * STEPS_PER_EPOCH}") == 1, text
+    chain = train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS,
+                                            EPOCHS, STEPS_PER_EPOCH)
+    assert {step: entry["run"] for step, entry in chain.items()} == {
+        **{s: "r/-/0" for s in range(1, 11)},
+        **{s: "r/-/0/1" for s in range(11, EPOCHS * STEPS_PER_EPOCH + 1)}}
+
+
+def test_a_failure_before_the_first_checkpoint_is_restarted_instead(tmp_path, cnn_data,
+                                                                     reference):
+    """Rank 1 fails after step 5, before any checkpoint: nothing to rejoin from, so primus-launch
+    says why and restarts every rank, and the run still ends bitwise equal."""
+    result = launch(tmp_path, cnn_data, "s", "--primus-recover=rejoin", "--primus-max-restarts=1",
+                    FAIL_AT=5, FAIL_RANK=1, FAIL_MARKER=tmp_path / "failed")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no rejoin: no checkpoint was committed yet to go on from" in result.stderr
+    assert json.loads((tmp_path / "final.json").read_text()) == reference
+    kinds = [e["event"] for e in events_of(tmp_path)]
+    assert "rejoin" not in kinds and "restarted" in kinds, kinds
+    train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
+                                    STEPS_PER_EPOCH)
