@@ -97,6 +97,54 @@ TEST(LaunchControl, MalformedLinesAreRefusedWithAReason) {
   EXPECT_FALSE(parse_report(R"({"type":"event"})", 0, false, error));
 }
 
+// The rules of a line's fields (report_parse.cpp reads them without building a document): a
+// count is an unsigned integer, a real any number, a text a string, and another kind leaves the
+// field unset; a key given twice keeps its last value; containers the launcher does not read,
+// however deep, are skipped; node_stats is read only as an object; a scalar's value must be a
+// number or one of the non-finite names.
+TEST(LaunchControl, FieldsOfTheWrongKindAreUnsetAndTheLastOfTwoKeysCounts) {
+  std::string error;
+  auto beat = parse_report(
+      R"({"type":"heartbeat","steps":-3,"samples":2.5,"rss_bytes":"9","cpu_seconds":7,)"
+      R"("wait_seconds":"x","extra":{"steps":99,"a":[1,{"b":2}]},"node":5,"steps":12,)"
+      R"("node_stats":{"cpu_usage_ratio":0.5,"memory_used_bytes":-1,"deep":{"x":[1]},)"
+      R"("memory_available_bytes":80}})",
+      0, false, error);
+  ASSERT_TRUE(beat) << error;
+  EXPECT_EQ(beat->steps, std::optional<std::uint64_t>(12));  // the second "steps"
+  EXPECT_FALSE(beat->samples);
+  EXPECT_FALSE(beat->rss_bytes);
+  EXPECT_EQ(beat->cpu_seconds, std::optional<double>(7.0));
+  EXPECT_FALSE(beat->wait_seconds);
+  EXPECT_EQ(beat->node, "");
+  ASSERT_TRUE(beat->node_stats);
+  EXPECT_EQ(beat->node_stats->cpu_usage_ratio, std::optional<double>(0.5));
+  EXPECT_FALSE(beat->node_stats->memory_used_bytes);
+  EXPECT_EQ(beat->node_stats->memory_available_bytes, std::optional<std::uint64_t>(80));
+
+  auto listed =
+      parse_report(R"({"type":"heartbeat","node_stats":[{"cpu_usage_ratio":1}]})", 0, false, error);
+  ASSERT_TRUE(listed) << error;
+  EXPECT_FALSE(listed->node_stats);
+
+  auto scalars =
+      parse_report(R"({"type":"scalars","step":4,"values":{"loss":0.25,"inf":"+Inf","acc":1}})", 0,
+                   false, error);
+  ASSERT_TRUE(scalars) << error;
+  ASSERT_EQ(scalars->values.size(), 3U);
+  EXPECT_EQ(scalars->values[0].first, "acc");  // in name order
+  EXPECT_EQ(scalars->values[1].second, std::numeric_limits<double>::infinity());
+  EXPECT_FALSE(
+      parse_report(R"({"type":"scalars","step":4,"values":{"loss":{"x":1}}})", 0, false, error));
+  EXPECT_NE(error.find("scalar \"loss\""), std::string::npos) << error;
+  EXPECT_FALSE(parse_report(R"({"type":"scalars","step":4,"values":[1]})", 0, false, error));
+  EXPECT_EQ(error, "scalars without \"step\" or \"values\"");
+  EXPECT_FALSE(parse_report(R"("heartbeat")", 0, false, error));
+  EXPECT_EQ(error, "not a JSON object");
+  EXPECT_FALSE(parse_report(R"({"type":"heartbeat"} {})", 0, false, error));
+  EXPECT_NE(error.find("not JSON"), std::string::npos) << error;
+}
+
 TEST(LaunchControl, LinesAreCutWhereverTheBytesArriveAndAnEndlessOneIsRefused) {
   LineSplitter lines;
   bool ok = false;
