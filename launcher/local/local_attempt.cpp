@@ -155,6 +155,9 @@ void LocalAttempt::act(RankAction action, std::uint32_t rank) {
 }
 
 void LocalAttempt::forward_stop(int sig, const std::string& source, bool user_stop) {
+  // No replacement starts during a stop: the rejoin ends as a failure would, and the stop is
+  // forwarded as after one.
+  act(reports_.rejoin_failed("a stop came (" + source + ")"));
   reports_.stop_forwarded(source, signal_name(sig), user_stop);
   signal_all(sig);
   stop_deadline_ = Clock::now() + settings_.stop_grace;

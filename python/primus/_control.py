@@ -385,9 +385,10 @@ def start_reader(on_generation=None):
     return True
 
 
-def wait_generation(after, timeout):
+def wait_generation(after, timeout, give_up=None):
     """The newest generation notice above `after`, waiting up to `timeout` seconds for one;
-    None when none came, or the connection to primus-launch closed."""
+    None when none came, the connection to primus-launch closed, or give_up() (asked every 0.2
+    s: a stop signal) said so."""
     deadline = time.monotonic() + timeout
     with _data_cond:
         while True:
@@ -395,9 +396,9 @@ def wait_generation(after, timeout):
             if notice is not None and notice["generation"] > after:
                 return dict(notice)
             left = deadline - time.monotonic()
-            if left <= 0 or _reader_closed:
+            if left <= 0 or _reader_closed or (give_up is not None and give_up()):
                 return None
-            _data_cond.wait(left)
+            _data_cond.wait(min(left, 0.2))
 
 
 def data_request(message, interruptible=False):

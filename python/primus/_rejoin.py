@@ -82,13 +82,17 @@ def is_peer_failure(error):
 
 def wait_for_notice(failure):
     """After a peer's failure: says this survivor waits, and returns primus-launch's notice of
-    the next generation, or None when none came within the deadline."""
+    the next generation, or None when none came within the deadline or a stop signal came."""
+    from . import _runtime
+
     current = generation()
     _control.event("rejoin-waiting", generation=current)
-    notice = _control.wait_generation(current, deadline_seconds())
+    # A stop signal ends the wait: primus-launch gives the rejoin up at a stop.
+    notice = _control.wait_generation(current, deadline_seconds(), _runtime.stop_requested)
     if notice is None:
-        print(f"primus: rank {_env.text('RANK')}: no new generation from "
-              f"primus-launch within {deadline_seconds():g} s of a peer's failure "
+        why = ("a stop signal came" if _runtime.stop_requested() else
+               f"no new generation from primus-launch within {deadline_seconds():g} s")
+        print(f"primus: rank {_env.text('RANK')}: not rejoining: {why} after a peer's failure "
               f"({type(failure).__name__}: {failure})", file=sys.stderr, flush=True)
     return notice
 

@@ -227,5 +227,73 @@ TEST_F(RankReportsTest, AHangIsFoundOnlyWhileNothingElseIsUnderWay) {
   EXPECT_NE(events_text().find("\"hang\""), std::string::npos);
 }
 
+// A rejoin, as the reports see it (--primus-recover=rejoin on one machine): a rank's failure
+// begins one once every rank said it can rejoin and a checkpoint exists (its end kept out of the
+// attempt's), the survivors' words and every rank's groups in the next generation end it with a
+// "rejoined" event and a rejoin counted; another failure meanwhile gives it up, and the first
+// failed rank's end is then the attempt's first.
+TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGeneration) {
+  Rejoin::Settings settings;
+  settings.enabled = true;
+  settings.world_size = 4;
+  settings.limit = 1;
+  Rejoin rejoin(settings);
+  AttemptContext c = context(false);
+  c.rejoin = &rejoin;
+  c.resume_point = true;
+  RankReports reports(c);
+  const auto said = [](std::uint32_t rank, const std::string& name, std::uint32_t generation) {
+    Report r = event(rank, name);
+    r.generation = generation;
+    return r;
+  };
+  for (std::uint32_t r = 0; r < 4; ++r)
+    reports.handle(said(r, "rejoinable", 0));
+  EXPECT_EQ(reports.rank_ended(2, 3 << 8), RankAction::kRejoin);
+  EXPECT_FALSE(reports.stopping());
+  EXPECT_TRUE(reports.report().ends.empty()) << "the failed rank's end waits on the rejoin";
+  for (const std::uint32_t r : {0U, 1U, 3U})
+    reports.handle(said(r, "rejoin-waiting", 0));
+  ASSERT_TRUE(rejoin.ready_to_place());
+  reports.replacement_started(2);
+  rejoin.placed(Rejoin::Clock::now());
+  for (std::uint32_t r = 0; r < 4; ++r)
+    reports.handle(said(r, "rejoinable", 1));
+  EXPECT_FALSE(rejoin.under_way());
+  EXPECT_EQ(reports.report().rejoins, 1U);
+  const std::string text = events_text();
+  EXPECT_NE(text.find("\"rejoin\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"rejoined\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"regroup_seconds\""), std::string::npos) << text;
+  // No rejoin is left (limit 1): the next failure ends the attempt as before.
+  EXPECT_EQ(reports.rank_ended(1, 3 << 8), RankAction::kEndForFailure);
+}
+
+TEST_F(RankReportsTest, AFailureDuringARejoinGivesItUpAndTheFirstFailureIsTheRootCause) {
+  Rejoin::Settings settings;
+  settings.enabled = true;
+  settings.world_size = 3;
+  settings.limit = 2;
+  Rejoin rejoin(settings);
+  AttemptContext c = context(false, 3);
+  c.rejoin = &rejoin;
+  c.resume_point = true;
+  RankReports reports(c);
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    Report r_said = event(r, "rejoinable");
+    r_said.generation = 0;
+    reports.handle(r_said);
+  }
+  EXPECT_EQ(reports.rank_ended(1, 3 << 8), RankAction::kRejoin);
+  EXPECT_EQ(reports.rank_ended(0, 1 << 8), RankAction::kEndForFailure);
+  EXPECT_TRUE(reports.stopping_for_failure());
+  const AttemptReport report = reports.finish();
+  ASSERT_EQ(report.ends.size(), 2U);
+  EXPECT_EQ(report.ends[0].rank, 1) << "the rank whose failure began the rejoin comes first";
+  EXPECT_NE(events_text().find("\"rejoin-failed\""), std::string::npos);
+  // A rejoin given up stays given up for the attempt.
+  EXPECT_EQ(reports.rejoin_failed("again"), RankAction::kNone);
+}
+
 }  // namespace
 }  // namespace primus::launch
