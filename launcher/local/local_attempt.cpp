@@ -204,8 +204,14 @@ void LocalAttempt::every_second() {
     std::filesystem::remove(settings_.stop_request, error);
     forward_stop(SIGTERM, "primus-launch stop", true);
   }
-  if (settings_.hang_timeout && reports_.check_hang(Clock::now(), *settings_.hang_timeout)) {
-    act(RankAction::kEndForFailure);
+  if (settings_.hang_timeout) {
+    if (const auto hung = reports_.check_hang(Clock::now(), *settings_.hang_timeout)) {
+      if (reports_.rejoining(*hung)) {
+        ::kill(-ranks_[*hung].pid, SIGKILL);  // its end is the rejoin's
+      } else {
+        act(RankAction::kEndForFailure);
+      }
+    }
   }
 }
 

@@ -206,8 +206,14 @@ RankAction RankReports::rank_ended(std::uint32_t rank, int wait_status) {
 }
 
 RankAction RankReports::rank_failed(std::uint32_t rank, int wait_status) {
-  context_.events->write({"rank-failed", rank, node_of(rank), {{"status", describe(wait_status)}}});
   Rejoin* rejoin = context_.rejoin;
+  if (rejoin != nullptr && rejoin->under_way() && rejoin->failed_rank() == rank && !replaced_end_) {
+    // A hung rank that its rejoin had killed (check_hang).
+    replaced_end_ = report_.ends.back();
+    report_.ends.pop_back();
+    return RankAction::kRejoin;
+  }
+  context_.events->write({"rank-failed", rank, node_of(rank), {{"status", describe(wait_status)}}});
   if (rejoin != nullptr && rejoin->under_way()) {
     return rejoin_failed("rank " + std::to_string(rank) + " failed too (" + describe(wait_status) +
                          ")");
@@ -253,8 +259,6 @@ std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
   }
   const auto rank = watch_.hung(now, timeout);
   if (!rank) return std::nullopt;
-  report_.hung = rank;
-  report_.ended_for_failure = true;
   const auto node = node_of(*rank);
   const auto seconds =
       std::chrono::duration_cast<std::chrono::seconds>(now - watch_.since(*rank, now)).count();
@@ -265,7 +269,30 @@ std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
                            {"steps", steps_.count(*rank) ? std::to_string(steps_[*rank]) : "0"}}});
   std::cerr << "primus-launch: rank " << *rank << " on " << node.value_or("?")
             << " made no progress for " << seconds << " s (--primus-hang-timeout)\n";
+  std::string why;
+  if (context_.rejoin != nullptr &&
+      context_.rejoin->begin(*rank, context_.resume_point || report_.checkpoint_committed, now,
+                             why)) {
+    // The runner kills it (rejoining()), and the others rejoin with a new rank in its place.
+    context_.events->write({"rejoin",
+                            *rank,
+                            node,
+                            {{"generation", std::to_string(context_.rejoin->generation() + 1)}}});
+    std::cerr << "primus-launch: killing rank " << *rank
+              << "; the other ranks stay and go on with a new one (--primus-recover=rejoin)\n";
+    return rank;
+  }
+  if (context_.rejoin != nullptr && context_.rejoin->enabled()) {
+    std::cerr << "primus-launch: no rejoin: " << why << "\n";
+  }
+  report_.hung = rank;
+  report_.ended_for_failure = true;
   return rank;
+}
+
+bool RankReports::rejoining(std::uint32_t rank) const {
+  return context_.rejoin != nullptr && context_.rejoin->under_way() &&
+         context_.rejoin->failed_rank() == rank && !replaced_end_;
 }
 
 AttemptReport RankReports::finish() {

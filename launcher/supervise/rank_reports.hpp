@@ -63,8 +63,11 @@ class RankReports {
   // The launcher forwards a stop (`source` for the event, `forwarded` the signal's name).
   void stop_forwarded(const std::string& source, const std::string& forwarded, bool user_stop);
   // Once a rank made no progress for `timeout` while nothing else is under way: the rank, after
-  // writing the hang event and saying so; the attempt then ends for a failure.
+  // writing the hang event and saying so. The attempt then ends for a failure, unless a rejoin
+  // began (rejoining(rank)): then the runner kills that rank alone.
   std::optional<std::uint32_t> check_hang(Clock::time_point now, std::chrono::milliseconds timeout);
+  // Whether `rank` is the hung rank of a rejoin under way, whose end has not come yet.
+  bool rejoining(std::uint32_t rank) const;
   // A failure or a stop is under way.
   bool stopping() const {
     return report_.ended_for_failure || report_.stop_forwarded || report_.ranks_signalled;

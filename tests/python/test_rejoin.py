@@ -107,3 +107,19 @@ def test_a_failure_before_the_first_checkpoint_is_restarted_instead(tmp_path, cn
     assert "rejoin" not in kinds and "restarted" in kinds, kinds
     train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
                                     STEPS_PER_EPOCH)
+
+
+def test_a_hung_rank_is_killed_and_replaced_while_the_others_stay(tmp_path, cnn_data, reference):
+    """Rank 1 stops itself (SIGSTOP) after step 13: --primus-hang-timeout finds it, primus-launch
+    kills it alone, and the others go on with a new rank 1, bitwise as before."""
+    result = launch(tmp_path, cnn_data, "h", "--primus-recover=rejoin", "--primus-max-restarts=1",
+                    "--primus-hang-timeout=4", "--primus-heartbeat-interval=1",
+                    HANG_AT=13, FAIL_RANK=1, FAIL_MARKER=tmp_path / "hung")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "hung").exists()
+    assert json.loads((tmp_path / "final.json").read_text()) == reference
+    kinds = [e["event"] for e in events_of(tmp_path)]
+    assert "hang" in kinds and "rejoined" in kinds, kinds
+    assert "restarted" not in kinds and "rejoin-failed" not in kinds, kinds
+    train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
+                                    STEPS_PER_EPOCH)

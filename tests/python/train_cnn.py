@@ -12,7 +12,8 @@ reach it) and waits until the signal comes back; with PRIMUS_STOP_INTERVAL=0 (an
 every step) that step's should_stop() agrees on the stop, and the ranks stop after step S.
 STEP_SLEEP=seconds per step. PROGRESS=FILE:
 rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
-after step S, once. IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
+after step S, once. HANG_AT=S (with FAIL_RANK and FAIL_MARKER): that rank stops itself with
+SIGSTOP after step S instead, once (a hang for --primus-hang-timeout). IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
 PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
 to 2 minutes), so that a preemption sent meanwhile stops the job after step S (with
 PRIMUS_STOP_INTERVAL=0).
@@ -70,6 +71,7 @@ def main():
     stop_at = int(os.environ.get("STOP_AT", "-1"))
     pause_at = int(os.environ.get("PAUSE_AT", "-1"))
     fail_at = int(os.environ.get("FAIL_AT", "-1"))
+    hang_at = int(os.environ.get("HANG_AT", "-1"))
     fail_rank = int(os.environ.get("FAIL_RANK", "1"))
     fail_marker = os.environ.get("FAIL_MARKER")
     sleep = float(os.environ.get("STEP_SLEEP", "0"))
@@ -126,6 +128,12 @@ def main():
                 Path(fail_marker).touch()
             print(f"rank {job.rank}: failing at step {info.step}", flush=True)
             os._exit(3)
+        if info.step == hang_at and job.rank == fail_rank and not (
+                fail_marker and os.path.exists(fail_marker)):
+            if fail_marker:
+                Path(fail_marker).touch()
+            print(f"rank {job.rank}: hanging at step {info.step}", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
         if info.step == pause_at and job.rank == 0 and resume is None:
             # The others wait for rank 0 in this step's should_stop() (with
             # PRIMUS_STOP_INTERVAL=0): the ranks stop after step pause_at.

@@ -295,5 +295,41 @@ TEST_F(RankReportsTest, AFailureDuringARejoinGivesItUpAndTheFirstFailureIsTheRoo
   EXPECT_EQ(reports.rejoin_failed("again"), RankAction::kNone);
 }
 
+// A hang under --primus-recover=rejoin: the hung rank is the rejoin's (the runner kills it
+// alone), the attempt goes on, and that rank's end by SIGKILL is the rejoin's, not a failure.
+TEST_F(RankReportsTest, AHungRankBeginsARejoinAndItsKilledEndIsTheRejoins) {
+  Rejoin::Settings settings;
+  settings.enabled = true;
+  settings.world_size = 2;
+  settings.limit = 1;
+  Rejoin rejoin(settings);
+  AttemptContext c = context(false, 2);
+  c.rejoin = &rejoin;
+  c.resume_point = true;
+  RankReports reports(c);
+  Report hello;
+  hello.kind = ReportKind::kHello;
+  hello.attempt = 0;
+  for (std::uint32_t rank : {0U, 1U}) {
+    hello.rank = rank;
+    reports.handle(hello);
+    Report said = event(rank, "rejoinable");
+    said.generation = 0;
+    reports.handle(said);
+  }
+  const auto hung = reports.check_hang(std::chrono::steady_clock::now() + 60s, 10s);
+  ASSERT_TRUE(hung.has_value());
+  EXPECT_TRUE(reports.rejoining(*hung));
+  EXPECT_FALSE(reports.stopping_for_failure());
+  EXPECT_FALSE(reports.report().hung.has_value());
+  EXPECT_EQ(reports.rank_ended(*hung, SIGKILL), RankAction::kRejoin);
+  EXPECT_FALSE(reports.rejoining(*hung)) << "its end came";
+  EXPECT_TRUE(reports.report().ends.empty());
+  const std::string text = events_text();
+  EXPECT_NE(text.find("\"hang\""), std::string::npos);
+  EXPECT_NE(text.find("\"rejoin\""), std::string::npos);
+  EXPECT_EQ(text.find("\"rank-failed\""), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace primus::launch
