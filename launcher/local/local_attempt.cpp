@@ -46,7 +46,7 @@ std::string signal_name(int sig) {
 }
 
 // A rank's environment in a generation of the attempt, with its resume point (a rejoin's).
-using GenerationEnvironment = std::function<std::vector<std::string>(
+using GenerationEnvironment = std::function<Environment(
     std::uint32_t rank, std::uint32_t generation, const std::optional<std::string>& resume)>;
 
 Rejoin::Settings rejoin_settings(const RunnerSettings& settings, const AttemptPlan& plan) {
@@ -63,15 +63,10 @@ AttemptContext with_rejoin(AttemptContext context, Rejoin& rejoin) {
   return context;
 }
 
-// The value of NAME in "NAME=value" entries (0 when absent or not a port).
-std::uint16_t port_in(const std::vector<std::string>& env, const std::string& name) {
-  for (const std::string& entry : env) {
-    if (entry.rfind(name + "=", 0) == 0) {
-      const auto value = parse_unsigned(entry.substr(name.size() + 1), 65535);
-      return static_cast<std::uint16_t>(value.value_or(0));
-    }
-  }
-  return 0;
+// The port in the variable `name` (0 when unset or not a port).
+std::uint16_t port_in(const Environment& env, std::string_view name) {
+  const auto value = lookup(env, name);
+  return static_cast<std::uint16_t>(value ? parse_unsigned(*value, 65535).value_or(0) : 0);
 }
 
 // One attempt's ranks on this machine, from their start to the last byte of their output.
@@ -243,15 +238,16 @@ void LocalAttempt::place_replacement() {
   spawn.number = rank;
   spawn.executable = command_->executable;
   spawn.argv = command_->argv;
-  spawn.env = environment_(rank, generation, resume);
+  const Environment env = environment_(rank, generation, resume);
+  spawn.env = environment_entries(env);
   spawn.log = plan_.log_dir / rank_log_name(rank, generation);
   if (ranks_[rank].output) end_output(ranks_[rank], settings_.label);  // the failed one's last
   ranks_[rank] = spawn_rank(spawn);
   reaper_.watch(ranks_[rank].pid);
   if (ranks_[rank].output) watch(ranks_[rank].output.get(), rank);
   reports_.replacement_started(rank);
-  const std::string notice = generation_notice(generation, port_in(spawn.env, "MASTER_PORT"),
-                                               port_in(spawn.env, "PRIMUS_PORT"), *resume);
+  const std::string notice = generation_notice(generation, port_in(env, "MASTER_PORT"),
+                                               port_in(env, "PRIMUS_PORT"), *resume);
   for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
     if (r != rank) settings_.control->send(r, notice);
   }
@@ -361,8 +357,8 @@ void block_launcher_signals() {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
-std::vector<std::string> LocalRunner::rank_environment(const AttemptPlan& plan, std::uint32_t rank,
-                                                       std::uint32_t generation) {
+Environment LocalRunner::rank_environment(const AttemptPlan& plan, std::uint32_t rank,
+                                          std::uint32_t generation) {
   Environment env = command_.env;
   env.erase("PRIMUS_JOB_SECRET");
   OneMachineJob job = command_.job;
@@ -372,7 +368,7 @@ std::vector<std::string> LocalRunner::rank_environment(const AttemptPlan& plan, 
     env[name] = value;
   set_attempt_variables(env, plan, settings_.control);
   if (generation > 0) env["PRIMUS_GENERATION"] = std::to_string(generation);
-  return environment_entries(env);
+  return env;
 }
 
 AttemptReport LocalRunner::run(const AttemptPlan& plan) {
@@ -382,7 +378,7 @@ AttemptReport LocalRunner::run(const AttemptPlan& plan) {
   command_.job.restart_count = plan.attempt;
   std::vector<std::vector<std::string>> envs;
   for (std::uint32_t rank = 0; rank < command_.job.nproc; ++rank)
-    envs.push_back(rank_environment(plan, rank));
+    envs.push_back(environment_entries(rank_environment(plan, rank)));
 
   LocalAttempt attempt(settings_, plan, reaper_,
                        [this, &plan](std::uint32_t rank, std::uint32_t generation,

@@ -46,8 +46,8 @@ class LocalRunner final : public AttemptRunner {
 
  private:
   // `generation` above 0: a rejoin's replacement, on that generation's ports.
-  std::vector<std::string> rank_environment(const AttemptPlan& plan, std::uint32_t rank,
-                                            std::uint32_t generation = 0);
+  Environment rank_environment(const AttemptPlan& plan, std::uint32_t rank,
+                               std::uint32_t generation = 0);
 
   RunnerSettings settings_;
   LocalCommand command_;
