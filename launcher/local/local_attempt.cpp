@@ -126,6 +126,7 @@ void LocalAttempt::start(const LocalCommand& command,
                          const std::vector<std::vector<std::string>>& envs) {
   command_ = &command;
   ranks_.reserve(envs.size());
+  std::vector<pid_t> groups;
   for (std::uint32_t r = 0; r < envs.size(); ++r) {
     RankSpawn spawn;
     spawn.number = r;
@@ -134,8 +135,9 @@ void LocalAttempt::start(const LocalCommand& command,
     spawn.env = envs[r];
     spawn.log = plan_.log_dir / rank_log_name(r);
     ranks_.push_back(spawn_rank(spawn));
-    reaper_.watch(ranks_.back().pid);
+    groups.push_back(ranks_.back().pid);
   }
+  reaper_.watch(groups);  // once, after the last fork (process/reaper.hpp says why)
 }
 
 void LocalAttempt::act(RankAction action, std::uint32_t rank) {

@@ -6,10 +6,11 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "primus/common/error.hpp"
 
@@ -76,15 +77,36 @@ Reaper::~Reaper() {
 }
 
 void Reaper::send(char what, pid_t group) {
-  char line[32];
-  const int n = std::snprintf(line, sizeof line, "%c%d\n", what, static_cast<int>(group));
-  // Short lines to a pipe are written whole; a guard that is gone is not worth failing for.
-  ssize_t ignored = ::write(pipe_.get(), line, static_cast<std::size_t>(n));
-  (void)ignored;
+  std::string line(1, what);
+  line += std::to_string(group);
+  line += '\n';
+  send(line);
+}
+
+void Reaper::send(const std::string& lines) {
+  // The guard reads lines, however the pipe splits them; a guard that is gone is not worth
+  // failing for (EPIPE: SIGPIPE is ignored by the launcher).
+  std::size_t done = 0;
+  while (done < lines.size()) {
+    const ssize_t n = ::write(pipe_.get(), lines.data() + done, lines.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
 }
 
 void Reaper::watch(pid_t group) {
   send('+', group);
+}
+
+void Reaper::watch(const std::vector<pid_t>& groups) {
+  std::string lines;
+  for (const pid_t group : groups) {
+    lines += '+';
+    lines += std::to_string(group);
+    lines += '\n';
+  }
+  if (!lines.empty()) send(lines);
 }
 
 void Reaper::forget(pid_t group) {
