@@ -16,7 +16,12 @@ of the rounds (each ceiling the median of its rounds' bests), primus's spread (s
 busbw) printed beside it. Each goal is judged on the median over the rounds of the ratio within
 a round (the sides of a round run back to back, so the loopback's drift over minutes cancels),
 against Open MPI's algorithm whose median is the fastest at that size; the ratios of the medians
-are printed beside them. Prints busbw per size, the ratios, and the goals:
+are printed beside them. The two ranks of primus and of Gloo are bound to a CPU each, as
+mpirun binds Open MPI's: unbound, two ranks that take turns waiting can share one CPU for
+stretches (the scheduler moves a woken rank to its waker's CPU), and a round then measures the
+placement, not the collective (interleaved at 2 MiB: 3.6 to 5.8 GB/s unbound, 5.4 to 5.8 bound,
+docs/performance.md). The bounds' processes stream without waiting and are left unbound.
+Prints busbw per size, the ratios, and the goals:
   busbw at every size from 4 KiB up >= the best of Open MPI's algorithms (its own choice
   included) and >= Gloo; busbw at >= 1 MiB >= 0.9 of the ceiling plus reduction;
   time at 8 B <= 1.0 x Open MPI-TCP's best.
@@ -83,15 +88,26 @@ def last_line(text):
     return f": {lines[-1].strip()}" if lines else ""
 
 
+def rank_cpus(ranks):
+    """The CPU each rank is bound to, as mpirun binds Open MPI's two ranks (--report-bindings:
+    rank 0 to core 0, rank 1 to core 1), from the CPUs this process may use; None (unbound)
+    where there are fewer CPUs than ranks."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[:ranks] if len(cpus) >= ranks else None
+
+
 def run_ranks(label, argvs, envs=None):
-    """Runs one process per rank; returns rank 0's stdout, or raises Missing when any rank fails
-    or is still running when time is up (then every rank is killed)."""
+    """Runs one process per rank, each bound to a CPU of its own like Open MPI's (rank_cpus);
+    returns rank 0's stdout, or raises Missing when any rank fails or is still running when time
+    is up (then every rank is killed)."""
     procs, killed, late = [], [], False
+    cpus = rank_cpus(len(argvs))
     try:
         for rank, argv in enumerate(argvs):
+            bind = None if cpus is None else (lambda cpu=cpus[rank]: os.sched_setaffinity(0, {cpu}))
             procs.append(subprocess.Popen(
                 argv, env=envs[rank] if envs else None, text=True, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL))
+                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, preexec_fn=bind))
         out = procs[0].communicate(timeout=TIMEOUT)[0]
         for proc in procs[1:]:
             proc.wait(timeout=60)
