@@ -85,6 +85,14 @@ const std::vector<OptionSpec>& option_table() {
        OptionArg::kRequired, OptionScope::kUser, "", "60", validators::seconds,
        "primus-launch: how long a rejoin (--primus-recover=rejoin) may take, from the failure to "
        "every rank's groups up again, before the ranks are restarted instead."},
+      {"primus-no-standby", "PRIMUS_NO_STANDBY", "no_standby", "", OptionArg::kNone,
+       OptionScope::kUser, "1", "0", validators::boolean,
+       "primus-launch, with --primus-recover=rejoin: start a failed rank's replacement afresh. "
+       "By default a standby Python process, started once every rank is up, has imported torch "
+       "and primus already and becomes the replacement, which saves the interpreter's start and "
+       "torch's import (most of a rejoin). Only a command that runs a Python script or module "
+       "(python SCRIPT, python -m MODULE) can have one; its output is in standby-N.log until it "
+       "becomes a rank."},
       {"primus-stop-grace", "PRIMUS_STOP_GRACE", "stop_grace", "SECONDS", OptionArg::kRequired,
        OptionScope::kUser, "", "120", validators::seconds,
        "primus-launch: after asking the ranks to stop (a signal on one machine, primus-launch "

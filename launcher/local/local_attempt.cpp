@@ -17,12 +17,14 @@
 #include <iostream>
 
 #include "control/control_protocol.hpp"
+#include "local/standby.hpp"
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
 #include "primus/os/unique_fd.hpp"
 #include "process/child_process.hpp"
 #include "process/rank_process.hpp"
 #include "supervise/job_dir.hpp"
+#include "supervise/outcome.hpp"
 #include "supervise/rank_reports.hpp"
 #include "supervise/rejoin.hpp"
 
@@ -30,6 +32,15 @@ namespace primus::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The epoll tags that are not a rank's number.
+constexpr std::uint64_t kSignalsTag = ~std::uint64_t{0};
+constexpr std::uint64_t kControlTag = kSignalsTag - 1;
+constexpr std::uint64_t kStandbyTag = kSignalsTag - 2;
+
+// A standby waits as no rank: its environment is the ranks' less what names one of them.
+constexpr std::array<std::string_view, 4> kRankIdentity = {"RANK", "LOCAL_RANK", "GROUP_RANK",
+                                                           "ROLE_RANK"};
 
 sigset_t launcher_signals() {
   sigset_t set;
@@ -98,9 +109,21 @@ class LocalAttempt {
     }
   }
   void act(RankAction action, std::uint32_t rank = 0);
-  void watch(int fd, std::uint64_t tag);
+  // `again`: fd is in the set already, under another tag (a standby's output becoming a rank's).
+  void watch(int fd, std::uint64_t tag, bool again = false);
+  std::string standby_log_name() const {
+    return "standby-" + std::to_string(standbys_started_) + ".log";
+  }
   // A rejoin: once every survivor waits, the replacement started and the survivors told.
   void place_replacement();
+  // The replacement of `rank`: the standby when there is one that takes the assignment, else a
+  // new process; from_standby says which.
+  RankProcess replacement(std::uint32_t rank, const RankSpawn& spawn, const Environment& env,
+                          bool& from_standby);
+  void start_standby();
+  // The standby ended, or is ended (`kill`), before it became a rank: no other is started in
+  // this attempt (a standby that cannot start must not be started again every second).
+  void lose_standby(bool kill);
   void forward_stop(int sig, const std::string& source, bool user_stop);
   // Reads the pending signals and acts on the stop signals; true when SIGCHLD was among them.
   bool read_signals(int signals);
@@ -116,6 +139,10 @@ class LocalAttempt {
   Rejoin rejoin_;
   RankReports reports_;
   std::vector<RankProcess> ranks_;
+  std::optional<std::vector<std::string>> program_;  // the command's, when a standby can run it
+  std::optional<Standby> standby_;
+  std::uint32_t standbys_started_ = 0;
+  bool standby_lost_ = false;
   os::UniqueFd poller_;
   Clock::time_point kill_at_ = Clock::time_point::max();
   Clock::time_point stop_deadline_ = Clock::time_point::max();
@@ -125,6 +152,8 @@ class LocalAttempt {
 void LocalAttempt::start(const LocalCommand& command,
                          const std::vector<std::vector<std::string>>& envs) {
   command_ = &command;
+  if (settings_.standby && rejoin_.enabled())
+    program_ = python_program(command.executable, command.argv);
   ranks_.reserve(envs.size());
   std::vector<pid_t> groups;
   for (std::uint32_t r = 0; r < envs.size(); ++r) {
@@ -185,6 +214,14 @@ void LocalAttempt::reap() {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    if (standby_ && pid == standby_->pid()) {
+      std::cerr << "primus-launch: the rejoin's standby (pid " << pid << ") ended before it was "
+                << "needed (" << describe(status)
+                << "; its log: " << (plan_.log_dir / standby_log_name()).string()
+                << "); a replacement will be started afresh\n";
+      lose_standby(false);
+      continue;
+    }
     const auto it = std::find_if(ranks_.begin(), ranks_.end(),
                                  [&](const RankProcess& rank) { return rank.pid == pid; });
     if (it == ranks_.end()) continue;  // the orphan guard, or a rank's orphan (subreaper)
@@ -196,6 +233,9 @@ void LocalAttempt::reap() {
 
 void LocalAttempt::every_second() {
   next_check_ = Clock::now() + std::chrono::seconds(1);
+  if (program_ && !standby_ && !standby_lost_ && !reports_.stopping() && rejoin_.wants_standby()) {
+    start_standby();
+  }
   std::error_code error;
   if (!reports_.stopping() && std::filesystem::exists(settings_.stop_request, error)) {
     std::filesystem::remove(settings_.stop_request, error);
@@ -218,13 +258,59 @@ void LocalAttempt::take_reports() {
     act(reports_.handle(r));
 }
 
-void LocalAttempt::watch(int fd, std::uint64_t tag) {
+void LocalAttempt::watch(int fd, std::uint64_t tag, bool again) {
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.u64 = tag;
-  if (::epoll_ctl(poller_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+  if (::epoll_ctl(poller_.get(), again ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) != 0) {
     throw Error(std::string("epoll_ctl: ") + std::strerror(errno));
   }
+}
+
+void LocalAttempt::start_standby() {
+  Environment env = environment_(0, rejoin_.generation(), std::nullopt);
+  for (const std::string_view name : kRankIdentity) {
+    if (const auto it = env.find(name); it != env.end()) env.erase(it);
+  }
+  ++standbys_started_;
+  try {
+    standby_.emplace(command_->executable, command_->argv.front(), environment_entries(env),
+                     plan_.log_dir / standby_log_name());
+  } catch (const Error& e) {
+    std::cerr << "primus-launch: cannot start the rejoin's standby: " << e.what()
+              << "; a replacement will be started afresh\n";
+    standby_lost_ = true;
+    return;
+  }
+  reaper_.watch(standby_->pid());
+  if (standby_->process().output) watch(standby_->process().output.get(), kStandbyTag);
+}
+
+void LocalAttempt::lose_standby(bool kill) {
+  if (kill) ::kill(-standby_->pid(), SIGKILL);
+  reaper_.forget(standby_->pid());
+  if (standby_->process().output) end_output(standby_->process(), settings_.label);
+  standby_.reset();
+  standby_lost_ = true;
+}
+
+RankProcess LocalAttempt::replacement(std::uint32_t rank, const RankSpawn& spawn,
+                                      const Environment& env, bool& from_standby) {
+  RankProcess process;
+  from_standby = false;
+  if (standby_) {
+    from_standby = standby_->become(rank, standby_assignment(*program_, env), spawn.log, process);
+    if (from_standby) {
+      standby_.reset();  // the next one starts once every rank is up in the new generation
+      return process;
+    }
+    std::cerr << "primus-launch: the rejoin's standby could not become rank " << rank
+              << " (it has ended); starting the replacement afresh\n";
+    lose_standby(true);
+  }
+  process = spawn_rank(spawn);
+  reaper_.watch(process.pid);
+  return process;
 }
 
 void LocalAttempt::place_replacement() {
@@ -244,10 +330,10 @@ void LocalAttempt::place_replacement() {
   spawn.env = environment_entries(env);
   spawn.log = plan_.log_dir / rank_log_name(rank, generation);
   if (ranks_[rank].output) end_output(ranks_[rank], settings_.label);  // the failed one's last
-  ranks_[rank] = spawn_rank(spawn);
-  reaper_.watch(ranks_[rank].pid);
-  if (ranks_[rank].output) watch(ranks_[rank].output.get(), rank);
-  reports_.replacement_started(rank);
+  bool from_standby = false;
+  ranks_[rank] = replacement(rank, spawn, env, from_standby);
+  if (ranks_[rank].output) watch(ranks_[rank].output.get(), rank, from_standby);
+  reports_.replacement_started(rank, from_standby);
   const std::string notice = generation_notice(generation, port_in(env, "MASTER_PORT"),
                                                port_in(env, "PRIMUS_PORT"), *resume);
   for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
@@ -262,8 +348,6 @@ void LocalAttempt::supervise(int signals) {
   // wake-up another 3 % (the kernel walks every child): children are reaped after a SIGCHLD.
   poller_ = os::UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!poller_) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
-  constexpr std::uint64_t kSignalsTag = ~std::uint64_t{0};
-  constexpr std::uint64_t kControlTag = kSignalsTag - 1;
   watch(signals, kSignalsTag);
   if (settings_.control != nullptr) watch(settings_.control->fd(), kControlTag);
   // A GET of /metrics waiting for its text: the monitor's tick() below answers it.
@@ -290,6 +374,8 @@ void LocalAttempt::supervise(int signals) {
         signalled = true;
       } else if (tag < ranks_.size() && ranks_[tag].output) {
         pump_output(ranks_[tag], settings_.label);
+      } else if (tag == kStandbyTag && standby_ && standby_->process().output) {
+        pump_output(standby_->process(), settings_.label);
       }
     }
     take_reports();
@@ -319,6 +405,7 @@ void LocalAttempt::supervise(int signals) {
 }
 
 AttemptReport LocalAttempt::finish() {
+  if (standby_) lose_standby(true);
   for (const RankProcess& rank : ranks_) {
     ::kill(-rank.pid, SIGKILL);
     reaper_.forget(rank.pid);

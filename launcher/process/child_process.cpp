@@ -59,8 +59,12 @@ void setup_child(const ChildSetup& setup) {
     ::sigprocmask(SIG_SETMASK, &empty, nullptr);
   }
   restore_open_file_limit();
-  const int null = ::open("/dev/null", O_RDONLY);
-  if (null >= 0) ::dup2(null, STDIN_FILENO);
+  if (setup.input >= 0) {
+    ::dup2(setup.input, STDIN_FILENO);
+  } else {
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, STDIN_FILENO);
+  }
   if (setup.output >= 0) {
     ::dup2(setup.output, STDOUT_FILENO);
     ::dup2(setup.output, STDERR_FILENO);

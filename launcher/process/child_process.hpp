@@ -1,7 +1,8 @@
 // What every child of primus-launch and of its task wrapper gets between fork and exec, written
 // once (OS adapter): a rank, srun, and the commands the launcher runs (scontrol, primus-ckpt,
 // primus-data). The stop signals back at their defaults and unblocked (unless the child is to
-// keep them blocked), the open-file limit the launcher was given, standard input from /dev/null,
+// keep them blocked), the open-file limit the launcher was given, standard input from /dev/null
+// (or a pipe: a rejoin's standby),
 // and, where asked, a process group of its own and death with its parent.
 #pragma once
 
@@ -37,6 +38,7 @@ struct ChildSetup {
   // the job must not end halfway: run_command's `shielded`).
   bool keep_signal_mask = false;
   int output = -1;  // dup'ed onto standard output and error; -1: inherited
+  int input = -1;   // dup'ed onto standard input; -1: /dev/null
 };
 
 // In the child, right after fork or vfork (async-signal-safe calls only, nothing written but

@@ -27,6 +27,7 @@ struct RankSpawn {
   // A process group of its own (one machine: the launcher signals and kills each rank's group).
   // The task wrapper keeps its rank in the task's group, where Slurm's signals find it.
   bool own_group = true;
+  int input = -1;  // its standard input (a standby's assignment pipe); -1: /dev/null
 };
 
 struct RankProcess {
@@ -41,6 +42,9 @@ struct RankProcess {
 // Throws primus::Error naming the log or the rank when it cannot start; a command that cannot
 // be executed ends the child with 126 or 127 and a line saying why.
 RankProcess spawn_rank(const RankSpawn& spawn);
+
+// Creates a rank's log (0600; one left by an earlier run is replaced); throws primus::Error.
+os::UniqueFd open_rank_log(const std::filesystem::path& path);
 
 // Copies what has arrived; false at the end of the rank's output.
 bool pump_output(RankProcess& rank, bool label);

@@ -44,6 +44,7 @@ struct RunnerSettings {
   // within --primus-rejoin-deadline; resolve_resume gives its checkpoint (the supervisor's rule 4).
   bool rejoin = false;
   std::chrono::milliseconds rejoin_deadline{std::chrono::seconds(60)};
+  bool standby = true;  // a rejoin's replacement from a standby (not --primus-no-standby)
   std::function<std::optional<std::string>()> resolve_resume;
 };
 

@@ -38,6 +38,13 @@ void HangWatch::replaced(std::uint32_t rank, Clock::time_point now) {
   last_[rank] = heard_[rank] = now;
 }
 
+void HangWatch::rejoined(Clock::time_point now) {
+  for (auto& [rank, at] : last_) {
+    at = now;
+    heard_[rank] = now;
+  }
+}
+
 std::optional<std::uint32_t> HangWatch::hung(Clock::time_point now,
                                              std::chrono::milliseconds timeout) const {
   const auto oldest = hung_rank(last_, now, timeout);

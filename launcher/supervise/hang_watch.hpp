@@ -34,6 +34,10 @@ class HangWatch {
   void ended(std::uint32_t rank);
   // A replacement for an ended rank started (a rejoin): watched again from `now`.
   void replaced(std::uint32_t rank, Clock::time_point now);
+  // A rejoin ended (every rank's groups up in the new generation): every rank watched again from
+  // `now`. The survivors made no progress from the failure on (the check waits while a rejoin
+  // is under way), and their first step after it comes only once the checkpoint is loaded.
+  void rejoined(Clock::time_point now);
 
   // Once a rank made no progress for more than `timeout`: the rank to blame, the one silent
   // longest (no heartbeat either: stopped, or never said hello) among those without progress,

@@ -102,6 +102,7 @@ void RankReports::on_rejoin_event(const Report& r) {
   const auto failed = rejoin.failed_rank();
   const auto phases = rejoin.rejoinable(r.rank, generation, Clock::now());
   if (!phases || !failed) return;
+  watch_.rejoined(Clock::now());
   ++report_.rejoins;
   replaced_end_.reset();
   const auto fixed = [](double seconds) {
@@ -116,10 +117,11 @@ void RankReports::on_rejoin_event(const Report& r) {
                            {"seconds", fixed(phases->total())},
                            {"tear_down_seconds", fixed(phases->tear_down)},
                            {"place_seconds", fixed(phases->place)},
-                           {"regroup_seconds", fixed(phases->regroup)}}});
+                           {"regroup_seconds", fixed(phases->regroup)},
+                           {"replacement", from_standby_ ? "standby" : "started"}}});
   std::cerr << "primus-launch: the ranks go on in generation " << rejoin.generation()
-            << " with a new rank " << *failed << " (rejoined in " << fixed(phases->total())
-            << " s)\n";
+            << " with a new rank " << *failed << (from_standby_ ? " from the standby" : "")
+            << " (rejoined in " << fixed(phases->total()) << " s)\n";
 }
 
 RankAction RankReports::rejoin_failed(const std::string& why) {
@@ -135,7 +137,8 @@ RankAction RankReports::rejoin_failed(const std::string& why) {
   return RankAction::kEndForFailure;
 }
 
-void RankReports::replacement_started(std::uint32_t rank) {
+void RankReports::replacement_started(std::uint32_t rank, bool from_standby) {
+  from_standby_ = from_standby;
   watch_.replaced(rank, Clock::now());
   reported_.erase(rank);
 }

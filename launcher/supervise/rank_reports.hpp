@@ -84,7 +84,8 @@ class RankReports {
   // the attempt ends for it (kEndForFailure; kNone when no rejoin was under way).
   RankAction rejoin_failed(const std::string& why);
   // The runner started the replacement of `rank` (a rejoin).
-  void replacement_started(std::uint32_t rank);
+  // `from_standby`: the replacement is a standby that became the rank (local/standby.hpp).
+  void replacement_started(std::uint32_t rank, bool from_standby = false);
 
  private:
   std::optional<std::string> node_of(std::uint32_t rank) const;
@@ -105,6 +106,7 @@ class RankReports {
   // Wrappers of this attempt that said hello, and those of them whose connection has closed.
   std::set<std::uint32_t> wrappers_, wrappers_gone_;
   std::optional<RankEnd> replaced_end_;  // the failed rank's end while its rejoin is under way
+  bool from_standby_ = false;            // the rejoin under way's replacement was a standby
 };
 
 }  // namespace primus::launch

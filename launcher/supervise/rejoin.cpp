@@ -64,6 +64,17 @@ void Rejoin::note_all_waiting(Clock::time_point now) {
   all_waiting_at_ = now;
 }
 
+bool Rejoin::wants_standby() const {
+  if (!settings_.enabled || given_up_ || under_way() || completed_ >= settings_.limit) {
+    return false;
+  }
+  for (std::uint32_t r = 0; r < settings_.world_size; ++r) {
+    const auto it = rejoinable_.find(r);
+    if (it == rejoinable_.end() || it->second != generation_) return false;
+  }
+  return true;
+}
+
 bool Rejoin::ready_to_place() const {
   return under_way() && !is_placed() && all_waiting_at_.has_value();
 }

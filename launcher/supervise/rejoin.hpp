@@ -62,6 +62,10 @@ class Rejoin {
   // Ends a rejoin that failed (another failure, the deadline): no rejoin from now on.
   void give_up();
   std::uint32_t completed() const { return completed_; }
+  // Whether a standby would be of use now: a rejoin could begin (enabled, not given up, one
+  // left under the limit, none under way) and every rank is up in the current generation, so
+  // that the standby's imports no longer compete with the ranks' own start.
+  bool wants_standby() const;
 
  private:
   Settings settings_;

@@ -29,6 +29,7 @@ VARIABLES = {
     "PRIMUS_RECOVER": ("restart", "--primus-recover: rejoin or restart after a rank's failure"),
     "PRIMUS_REJOIN_DEADLINE": ("60", "--primus-rejoin-deadline: seconds a survivor waits"),
     "PRIMUS_GENERATION": ("0", "primus-launch: the ranks' generation (one more per rejoin)"),
+    "MASTER_ADDR": ("127.0.0.1", "the plugin or primus-launch: rank 0's host (torch's store)"),
     "MASTER_PORT": (None, "the plugin or primus-launch: torch's rendezvous port (a rejoin's)"),
     "PRIMUS_PORT": (None, "the plugin or primus-launch: primus.comm's TCP store port"),
     "PRIMUS_BOOTSTRAP": (None, "the plugin or primus-launch: pmix or tcp (primus.comm)"),
@@ -63,6 +64,14 @@ def reread():
     global _snapshot
     with _lock:
         _snapshot = _read()
+
+
+def adopt(env):
+    """Takes `env` ({name: value}) as this process's whole environment and reads the table anew:
+    a standby becoming a rank (primus._standby)."""
+    os.environ.clear()
+    os.environ.update(env)
+    reread()
 
 
 def raw(name):

@@ -184,6 +184,8 @@ def _init_torch(job):
         # torch holds the GIL in the rendezvous: the heartbeats stop until "ready", and the
         # launcher's hang watch then knows this rank waits rather than being stopped.
         _control.event("rendezvous")
+        if job.rank != 0:
+            _wait_for_store()
         dist.init_process_group(backend, init_method="env://", rank=job.rank,
                                 world_size=job.world_size)
         # The group primus made is torn down before the interpreter's own teardown: left to the
@@ -196,6 +198,28 @@ def _init_torch(job):
     if torch.cuda.is_available():
         torch.cuda.set_device(job.local_rank % torch.cuda.device_count())
         job.device = f"cuda:{torch.cuda.current_device()}"
+
+
+def _wait_for_store(timeout=60.0):
+    """Waits until rank 0's TCP store (MASTER_ADDR:MASTER_PORT) accepts connections. torch's
+    client, refused, sleeps about a second before it tries again: a rank that came before rank 0
+    had its store up lost that second at every start and every rejoin (the cold start at 4 ranks
+    here took 1.4 or 2.4 s, a rejoin from the standby 0.1 or 1.1 s). Refused, this tries again
+    after 5 ms; anything else, or the timeout, is left to torch's own connect to report."""
+    import socket
+
+    addr, port = _env.text("MASTER_ADDR"), _env.given("MASTER_PORT")
+    if not addr or not port:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((addr, int(port)), timeout=1.0):
+                return
+        except ConnectionRefusedError:
+            time.sleep(0.005)
+        except (OSError, ValueError):
+            return
 
 
 def _destroy_process_group():

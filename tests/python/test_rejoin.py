@@ -63,11 +63,12 @@ def events_of(workdir):
 
 def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwise_equal(
         tmp_path, cnn_data, reference):
-    """Rank 2 of 4 exits 3 after step 13 (checkpoints every 10): ranks 0, 1 and 3 stay alive,
-    a new rank 2 starts, and every rank goes on from step 10 in generation 1 of the same
-    attempt."""
+    """Rank 2 of 4 exits 3 after step 13 (checkpoints every 10), once primus-launch's standby
+    exists: ranks 0, 1 and 3 stay alive, the standby becomes rank 2, and every rank goes on from
+    step 10 in generation 1 of the same attempt."""
     result = launch(tmp_path, cnn_data, "r", "--primus-recover=rejoin", "--primus-max-restarts=1",
-                    FAIL_AT=13, FAIL_RANK=2, FAIL_MARKER=tmp_path / "failed")
+                    FAIL_AT=13, FAIL_RANK=2, FAIL_MARKER=tmp_path / "failed", STANDBY="wait",
+                    AFTER_COMMIT=1)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "failed").exists()
     assert json.loads((tmp_path / "final.json").read_text()) == reference
@@ -78,11 +79,15 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
     rejoined = next(e for e in events if e["event"] == "rejoined")
     assert rejoin["rank"] == 2 and rejoined["rank"] == 2, (rejoin, rejoined)
     assert rejoined["details"]["generation"] == "1", rejoined
+    assert rejoined["details"]["replacement"] == "standby", rejoined
     assert float(rejoined["details"]["seconds"]) > 0, rejoined
     assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
     logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
+    # No second standby: the one rejoin --primus-max-restarts=1 allows is spent.
     assert sorted(p.name for p in logs.iterdir()) == [
-        "rank-0.log", "rank-1.log", "rank-2.gen-1.log", "rank-2.log", "rank-3.log"]
+        "rank-0.log", "rank-1.log", "rank-2.gen-1.log", "rank-2.log", "rank-3.log",
+        "standby-1.log"]
+    assert "finished at step" in (logs / "rank-2.gen-1.log").read_text()
     # Each survivor's one process trained through both generations: it says finished once.
     for rank in (0, 1, 3):
         text = (logs / f"rank-{rank}.log").read_text()
@@ -92,6 +97,25 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
     assert {step: entry["run"] for step, entry in chain.items()} == {
         **{s: "r/-/0" for s in range(1, 11)},
         **{s: "r/-/0/1" for s in range(11, EPOCHS * STEPS_PER_EPOCH + 1)}}
+
+
+def test_a_standby_that_died_gives_way_to_a_replacement_started_afresh(tmp_path, cnn_data,
+                                                                        reference):
+    """The standby is killed just before rank 1 fails: primus-launch says so and starts the
+    replacement afresh, and the run still ends bitwise equal, every record once per epoch."""
+    result = launch(tmp_path, cnn_data, "k", "--primus-recover=rejoin", "--primus-max-restarts=1",
+                    FAIL_AT=13, FAIL_RANK=1, FAIL_MARKER=tmp_path / "failed", STANDBY="kill",
+                    AFTER_COMMIT=1)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "failed").exists()
+    assert json.loads((tmp_path / "final.json").read_text()) == reference
+    events = events_of(tmp_path)
+    rejoined = next(e for e in events if e["event"] == "rejoined")
+    assert rejoined["details"]["replacement"] == "started", rejoined
+    assert "standby" in result.stderr and "ended before it was needed" in result.stderr, \
+        result.stderr[-3000:]
+    train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
+                                    STEPS_PER_EPOCH)
 
 
 def test_a_failure_before_the_first_checkpoint_is_restarted_instead(tmp_path, cnn_data,
@@ -111,15 +135,22 @@ def test_a_failure_before_the_first_checkpoint_is_restarted_instead(tmp_path, cn
 
 def test_a_hung_rank_is_killed_and_replaced_while_the_others_stay(tmp_path, cnn_data, reference):
     """Rank 1 stops itself (SIGSTOP) after step 13: --primus-hang-timeout finds it, primus-launch
-    kills it alone, and the others go on with a new rank 1, bitwise as before."""
+    kills it alone, and the others go on with a new rank 1, bitwise as before; with
+    --primus-no-standby that rank is started afresh and no standby is ever started."""
     result = launch(tmp_path, cnn_data, "h", "--primus-recover=rejoin", "--primus-max-restarts=1",
                     "--primus-hang-timeout=4", "--primus-heartbeat-interval=1",
-                    HANG_AT=13, FAIL_RANK=1, FAIL_MARKER=tmp_path / "hung")
+                    "--primus-no-standby",
+                    HANG_AT=13, FAIL_RANK=1, FAIL_MARKER=tmp_path / "hung", AFTER_COMMIT=1)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "hung").exists()
     assert json.loads((tmp_path / "final.json").read_text()) == reference
-    kinds = [e["event"] for e in events_of(tmp_path)]
+    events = events_of(tmp_path)
+    kinds = [e["event"] for e in events]
     assert "hang" in kinds and "rejoined" in kinds, kinds
+    rejoined = next(e for e in events if e["event"] == "rejoined")
+    assert rejoined["details"]["replacement"] == "started", rejoined
+    logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
+    assert not list(logs.glob("standby-*.log")), sorted(p.name for p in logs.iterdir())
     assert "restarted" not in kinds and "rejoin-failed" not in kinds, kinds
     train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
                                     STEPS_PER_EPOCH)

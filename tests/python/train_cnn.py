@@ -12,7 +12,9 @@ reach it) and waits until the signal comes back; with PRIMUS_STOP_INTERVAL=0 (an
 every step) that step's should_stop() agrees on the stop, and the ranks stop after step S.
 STEP_SLEEP=seconds per step. PROGRESS=FILE:
 rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
-after step S, once. HANG_AT=S (with FAIL_RANK and FAIL_MARKER): that rank stops itself with
+after step S, once (AFTER_COMMIT=1: at the first step from S on with a committed checkpoint);
+with STANDBY=wait it first waits (up to a minute) for primus-launch's rejoin
+standby to be done importing, with STANDBY=kill it kills that standby instead. HANG_AT=S (with FAIL_RANK and FAIL_MARKER): that rank stops itself with
 SIGSTOP after step S instead, once (a hang for --primus-hang-timeout). IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
 PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
 to 2 minutes), so that a preemption sent meanwhile stops the job after step S (with
@@ -39,6 +41,56 @@ import train as example  # noqa: E402
 
 import primus  # noqa: E402
 from primus import checkpoint  # noqa: E402
+
+
+def due(step, at):
+    """Whether the failure or hang planned for step `at` comes at `step`. With AFTER_COMMIT=1 it
+    comes at the first step from `at` on at which a checkpoint is committed (LATEST exists): a
+    save started before `at` commits at a later step's agreement, later still on a loaded
+    machine, and a rejoin needs a committed checkpoint to go on from."""
+    if os.environ.get("AFTER_COMMIT") != "1":
+        return step == at
+    root = os.environ.get("PRIMUS_CKPT_DIR")
+    return at >= 0 and step >= at and root is not None and os.path.exists(
+        os.path.join(root, "LATEST"))
+
+
+def standby_pid():
+    """The pid of primus-launch's rejoin standby (a child of this rank's parent), or None."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getppid() and fields[0] != "Z" and b"primus._standby" in cmdline:
+            return int(entry)
+    return None
+
+
+def waiting_on_stdin(pid):
+    """Whether the process is blocked reading its standard input: a standby done importing."""
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().startswith("0 0x0 ")  # read(0, ...)
+    except OSError:
+        return False
+
+
+def meet_standby(kill):
+    """Waits for the standby to exist and be done importing (blocked reading its standard input,
+    as long into a job it would be); with `kill`, kills it and waits until it has ended."""
+    deadline = time.monotonic() + 60
+    while (pid := standby_pid()) is None or not (kill or waiting_on_stdin(pid)):
+        if time.monotonic() > deadline:
+            raise SystemExit("no standby became ready within a minute")
+        time.sleep(0.05)
+    if kill:
+        os.kill(pid, signal.SIGKILL)
+        while standby_pid() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def main():
@@ -122,13 +174,15 @@ def main():
         if progress and job.rank == 0:
             Path(progress + ".tmp").write_text(str(info.step))
             os.replace(progress + ".tmp", progress)
-        if info.step == fail_at and job.rank == fail_rank and not (
+        if due(info.step, fail_at) and job.rank == fail_rank and not (
                 fail_marker and os.path.exists(fail_marker)):
             if fail_marker:
                 Path(fail_marker).touch()
+            if os.environ.get("STANDBY"):
+                meet_standby(os.environ["STANDBY"] == "kill")
             print(f"rank {job.rank}: failing at step {info.step}", flush=True)
             os._exit(3)
-        if info.step == hang_at and job.rank == fail_rank and not (
+        if due(info.step, hang_at) and job.rank == fail_rank and not (
                 fail_marker and os.path.exists(fail_marker)):
             if fail_marker:
                 Path(fail_marker).touch()

@@ -117,5 +117,35 @@ TEST(LaunchRejoin, RejoinsCountAgainstTheLimitAndAFailedOneEndsThemAll) {
   EXPECT_EQ(why, "an earlier rejoin of this attempt failed");
 }
 
+TEST(LaunchRejoin, AStandbyIsWantedOnceEveryRankIsUpAndWhileARejoinIsLeft) {
+  const Clock::time_point t0{};
+  Rejoin off(Rejoin::Settings{});
+  EXPECT_FALSE(off.wants_standby());
+
+  Rejoin rejoin(four_ranks(1));
+  EXPECT_FALSE(rejoin.wants_standby()) << "the ranks are still starting";
+  for (std::uint32_t r = 0; r < 3; ++r)
+    rejoin.rejoinable(r, 0, t0);
+  EXPECT_FALSE(rejoin.wants_standby()) << "rank 3 is not up yet";
+  rejoin.rejoinable(3, 0, t0);
+  EXPECT_TRUE(rejoin.wants_standby());
+
+  std::string why;
+  ASSERT_TRUE(rejoin.begin(0, true, t0, why));
+  EXPECT_FALSE(rejoin.wants_standby()) << "a rejoin under way";
+  for (std::uint32_t r = 1; r < 4; ++r)
+    rejoin.waiting(r, 0, t0);
+  rejoin.placed(t0);
+  all_rejoinable(rejoin, 1, t0);
+  EXPECT_EQ(rejoin.completed(), 1u);
+  EXPECT_FALSE(rejoin.wants_standby()) << "the only rejoin (--primus-max-restarts) is spent";
+
+  Rejoin given_up(four_ranks());
+  all_rejoinable(given_up, 0, t0);
+  ASSERT_TRUE(given_up.begin(2, true, t0, why));
+  given_up.give_up();
+  EXPECT_FALSE(given_up.wants_standby());
+}
+
 }  // namespace
 }  // namespace primus::launch

@@ -198,6 +198,28 @@ TEST(LaunchHangWatch, ARankSilentSinceTheFirstHelloOrOnItsWayOutIsHung) {
   EXPECT_EQ(watch.hung(t0 + s(31), s(5)), 2U);
 }
 
+// tests/python/test_rejoin.py's hang test failed once this way (2026-12-07): after a rejoin
+// that took 5 s from the hang, rank 0, whose last step was before it, was found hung at the
+// first check, before its first step from the checkpoint.
+TEST(LaunchHangWatch, AfterARejoinEveryRankIsWatchedAgainFromItsEnd) {
+  using Clock = HangWatch::Clock;
+  const Clock::time_point t0{};
+  const auto s = [](int n) { return std::chrono::seconds(n); };
+  HangWatch watch(2);
+  watch.hello(0, t0 + s(1));
+  watch.hello(1, t0 + s(1));
+  watch.advanced(0, t0 + s(10));
+  watch.advanced(1, t0 + s(10));
+  watch.heard(0, t0 + s(15));
+  EXPECT_EQ(watch.hung(t0 + s(15), s(4)), 1U) << "rank 1 stopped at 10";
+  watch.ended(1);
+  watch.replaced(1, t0 + s(15));
+  watch.rejoined(t0 + s(16));
+  EXPECT_FALSE(watch.hung(t0 + s(19), s(4))) << "rank 0 waited through the rejoin";
+  watch.advanced(1, t0 + s(18));
+  EXPECT_EQ(watch.hung(t0 + s(21), s(4)), 0U) << "and is watched from its end on";
+}
+
 TEST(LaunchHangWatch, RanksWaitingInTheRendezvousAreNotBlamedBeforeAStoppedOne) {
   using Clock = HangWatch::Clock;
   const Clock::time_point t0{};

@@ -1,0 +1,52 @@
+// A rejoin's standby on this machine (standby.hpp).
+#include "local/standby.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "primus/common/error.hpp"
+#include "process/child_process.hpp"
+
+namespace primus::launch {
+
+Standby::Standby(const std::string& executable, const std::string& argv0,
+                 const std::vector<std::string>& env, const std::filesystem::path& log) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  const os::UniqueFd read_end(fds[0]);
+  input_.reset(fds[1]);
+  RankSpawn spawn;
+  spawn.executable = executable;
+  spawn.argv = {argv0, "-m", "primus._standby"};
+  spawn.env = env;
+  spawn.log = log;
+  spawn.input = read_end.get();
+  process_ = spawn_rank(spawn);
+}
+
+bool Standby::become(std::uint32_t rank, const std::string& assignment,
+                     const std::filesystem::path& log, RankProcess& out) {
+  os::UniqueFd rank_log = open_rank_log(log);
+  // One line, well under the pipe's capacity for any sane environment; a standby that has
+  // ended (EPIPE: SIGPIPE is ignored by the launcher) cannot become the rank.
+  std::size_t done = 0;
+  while (done < assignment.size()) {
+    const ssize_t n = ::write(input_.get(), assignment.data() + done, assignment.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::unlink(log.c_str());
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  input_.reset();  // its next read is the end: the rank's standard input is /dev/null after
+  process_.number = rank;
+  process_.log = std::move(rank_log);
+  out = std::move(process_);
+  return true;
+}
+
+}  // namespace primus::launch
