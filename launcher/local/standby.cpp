@@ -30,17 +30,11 @@ Standby::Standby(const std::string& executable, const std::string& argv0,
 bool Standby::become(std::uint32_t rank, const std::string& assignment,
                      const std::filesystem::path& log, RankProcess& out) {
   os::UniqueFd rank_log = open_rank_log(log);
-  // One line, well under the pipe's capacity for any sane environment; a standby that has
-  // ended (EPIPE: SIGPIPE is ignored by the launcher) cannot become the rank.
-  std::size_t done = 0;
-  while (done < assignment.size()) {
-    const ssize_t n = ::write(input_.get(), assignment.data() + done, assignment.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::unlink(log.c_str());
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
+  // One line (a standby still importing reads it once it is done); a standby that has ended
+  // (EPIPE: SIGPIPE is ignored by the launcher) cannot become the rank.
+  if (!write_all(input_.get(), assignment.data(), assignment.size())) {
+    ::unlink(log.c_str());
+    return false;
   }
   input_.reset();  // its next read is the end: the rank's standard input is /dev/null after
   process_.number = rank;

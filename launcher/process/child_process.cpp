@@ -108,14 +108,15 @@ void restore_open_file_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-void write_all(int fd, const char* data, std::size_t size) {
+bool write_all(int fd, const char* data, std::size_t size) {
   while (size > 0) {
     const ssize_t n = ::write(fd, data, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a closed terminal or a full disk does not stop the job
+    if (n <= 0) return false;
     data += n;
     size -= static_cast<std::size_t>(n);
   }
+  return true;
 }
 
 }  // namespace primus::launch

@@ -74,7 +74,8 @@ class ExecArgs {
 void raise_open_file_limit();
 void restore_open_file_limit();
 
-// Writes everything, retrying on EINTR; a closed terminal or a full disk is ignored.
-void write_all(int fd, const char* data, std::size_t size);
+// Writes everything, retrying on EINTR; false when the rest cannot be written (a closed pipe or
+// terminal, a full disk), which most callers ignore: such a failure does not stop the job.
+bool write_all(int fd, const char* data, std::size_t size);
 
 }  // namespace primus::launch

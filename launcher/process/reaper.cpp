@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "primus/common/error.hpp"
+#include "process/child_process.hpp"
 
 namespace primus::launch {
 namespace {
@@ -86,13 +87,7 @@ void Reaper::send(char what, pid_t group) {
 void Reaper::send(const std::string& lines) {
   // The guard reads lines, however the pipe splits them; a guard that is gone is not worth
   // failing for (EPIPE: SIGPIPE is ignored by the launcher).
-  std::size_t done = 0;
-  while (done < lines.size()) {
-    const ssize_t n = ::write(pipe_.get(), lines.data() + done, lines.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
+  (void)write_all(pipe_.get(), lines.data(), lines.size());
 }
 
 void Reaper::watch(pid_t group) {
