@@ -9,8 +9,9 @@ its standard input a pipe from the launcher. It imports, then reads one line the
 object {"argv": the rank's command line after the interpreter, "env": the rank's whole
 environment}. It takes that environment as its own, runs the script (`SCRIPT ARGS...`) or the
 module (`-m MODULE ARGS...`) as __main__, as the interpreter would have, and exits as the script
-does. At the end of its input without a line (the attempt is over) it exits 0 at once. Any other
-line is refused on standard error with status 2, and the launcher starts the rank afresh."""
+does. At the end of its input without a line (the attempt is over) it exits 0 at once. A line
+that is not such an object is refused on standard error with status 2 (the new rank has then
+failed, and the rejoin gives way to primus-launch's restart)."""
 
 import json
 import os
