@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "box_copy.hpp"
+#include "crc32c.hpp"
 #include "fs.hpp"
 #include "primus/ckpt/layout.hpp"
 #include "primus/ckpt/store.hpp"
@@ -15,6 +16,13 @@
 
 namespace primus::ckpt {
 namespace {
+
+bool is_origin(const Shape& offset) {
+  for (const std::uint64_t at : offset) {
+    if (at != 0) return false;
+  }
+  return true;
+}
 
 // A manifest lists every shard of every tensor in about 200 bytes each: 64 MiB holds some 300,000
 // shards (1,000 tensors, each sharded over 300 ranks) and bounds what a hostile file can make the
@@ -247,6 +255,34 @@ void Checkpoint::read_into(const std::string& name, const Shape& offset, const S
     file.read(shard.dataset, entry.dtype, shard.shape, shard.crc32c, part.data(), bytes);
     copy_overlap(element, part.data(), shard.offset, shard.shape, out, box_offset, box_shape);
   }
+}
+
+bool Checkpoint::is_saved_copy(const std::string& name, const Shape& offset, const Shape& shape,
+                               const void* data, std::size_t bytes) const {
+  const auto it = manifest_.tensors.find(name);
+  if (it == manifest_.tensors.end()) return false;
+  const TensorEntry& entry = it->second;
+  const bool whole = offset.empty() && shape.empty();
+  for (const Shard& shard : entry.shards) {
+    const bool same_box = whole ? entry.shards.size() == 1 && shard.shape == entry.global_shape &&
+                                      is_origin(shard.offset)
+                                : shard.offset == offset && shard.shape == shape;
+    if (!same_box) continue;
+    if (bytes != element_count(shard.shape) * dtype_size(entry.dtype)) return false;
+    return crc32c(data, bytes) == shard.crc32c;
+  }
+  return false;
+}
+
+std::vector<std::string> Checkpoint::whole_tensors() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : manifest_.tensors) {
+    if (entry.shards.size() == 1 && entry.shards.front().shape == entry.global_shape &&
+        is_origin(entry.shards.front().offset)) {
+      names.push_back(name);
+    }
+  }
+  return names;  // the map's order: sorted
 }
 
 void Checkpoint::close_files() const {

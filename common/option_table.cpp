@@ -85,6 +85,14 @@ const std::vector<OptionSpec>& option_table() {
        OptionArg::kRequired, OptionScope::kUser, "", "60", validators::seconds,
        "primus-launch: how long a rejoin (--primus-recover=rejoin) may take, from the failure to "
        "every rank's groups up again, before the ranks are restarted instead."},
+      {"primus-rejoin-memory", "PRIMUS_REJOIN_MEMORY", "rejoin_memory", "MIB", OptionArg::kRequired,
+       OptionScope::kUser, "", "4096", validators::mebibytes,
+       "With --primus-recover=rejoin, each rank keeps its newest committed checkpoint in memory "
+       "(two copies at most: the committed one and the next save's), so that a rejoin restores "
+       "from memory and a broadcast rather than from the file system; every byte restored is "
+       "checked against the CRC-32C in the checkpoint's manifest, and a copy that does not verify "
+       "gives way to the file. MIB bounds those copies per rank (0: none kept); a state whose two "
+       "copies do not fit is not kept, with a warning."},
       {"primus-no-standby", "PRIMUS_NO_STANDBY", "no_standby", "", OptionArg::kNone,
        OptionScope::kUser, "1", "0", validators::boolean,
        "primus-launch, with --primus-recover=rejoin: start a failed rank's replacement afresh. "

@@ -99,6 +99,11 @@ std::optional<std::string> seconds(std::string_view value) {
   return "a number of seconds from 0 (off) to 3600";
 }
 
+std::optional<std::string> mebibytes(std::string_view value) {
+  if (parse_unsigned(value, std::uint64_t{1} << 20)) return std::nullopt;
+  return "a size in MiB from 0 (off) to 1048576";
+}
+
 std::optional<std::string> host_and_port(std::string_view value) {
   const auto colon = value.rfind(':');
   const std::string_view host = colon == std::string_view::npos ? value : value.substr(0, colon);

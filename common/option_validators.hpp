@@ -24,6 +24,7 @@ std::optional<std::string> exclude_after(std::string_view value);
 std::optional<std::string> stop_signal(std::string_view value);
 std::optional<std::string> seconds_or_off(std::string_view value);
 std::optional<std::string> seconds(std::string_view value);
+std::optional<std::string> mebibytes(std::string_view value);
 std::optional<std::string> host_and_port(std::string_view value);
 std::optional<std::string> listen_address(std::string_view value);
 std::optional<std::string> data_format(std::string_view value);

@@ -56,6 +56,7 @@ struct Report {
   std::optional<std::uint64_t> steps;
   std::optional<double> step_seconds;
   std::optional<std::uint64_t> rss_bytes;
+  std::optional<std::uint64_t> rejoin_memory_bytes;  // the committed step kept in memory
   std::optional<double> cpu_seconds;
   std::optional<std::uint64_t> samples;
   std::optional<double> last_step_time;  // UNIX time, the rank's clock
@@ -72,6 +73,8 @@ struct Report {
   // event
   std::string event;
   std::optional<std::uint32_t> generation;  // "rejoinable", "rejoin-waiting" (a rejoin's)
+  std::optional<double> restore_seconds;    // "rejoinable" after a rejoin: the rank's restore
+  std::string restore_source;               // and where it came from (memory, broadcast, file)
   std::string path;
   std::string signal;
   // exception

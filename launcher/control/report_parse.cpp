@@ -234,6 +234,12 @@ void ReportBuilder::field(const Value& v) {
     r_.wait_seconds = as_real(v);
   } else if (k == "rss_bytes") {
     r_.rss_bytes = as_count(v);
+  } else if (k == "rejoin_memory_bytes") {
+    r_.rejoin_memory_bytes = as_count(v);
+  } else if (k == "restore_seconds") {
+    r_.restore_seconds = as_real(v);
+  } else if (k == "restore_source") {
+    r_.restore_source = as_text(v);
   } else if (k == "gpu_memory_bytes") {
     r_.gpu_memory_bytes = as_count(v);
   } else if (k == "gpu_utilization_ratio") {

@@ -40,6 +40,7 @@ void Monitor::heartbeat(RankState& rank, const Report& r, double steady) {
   if (r.wait_seconds) rank.waits.add(steady, *r.wait_seconds);
   if (r.last_step_time) s.last_step_time = r.last_step_time;
   if (r.rss_bytes) s.rss_bytes = r.rss_bytes;
+  if (r.rejoin_memory_bytes) s.rejoin_memory_bytes = r.rejoin_memory_bytes;
   if (r.gpu_memory_bytes) s.gpu_memory_bytes = r.gpu_memory_bytes;
   if (r.gpu_utilization_ratio) s.gpu_utilization_ratio = r.gpu_utilization_ratio;
   if (r.samples) {

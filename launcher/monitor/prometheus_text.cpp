@@ -115,6 +115,8 @@ std::string prometheus_text(const JobStatus& s, const std::vector<UserScalar>& s
                    "1 when the rank is a straggler: its lateness exceeds half the median step "
                    "time.");
   Family rss("primus_rank_resident_memory_bytes", "gauge", "Resident memory of the rank.");
+  Family rejoin_memory("primus_rank_rejoin_memory_bytes", "gauge",
+                       "The rank's newest committed checkpoint kept in memory for a rejoin.");
   Family cpu("primus_rank_cpu_usage_ratio", "gauge",
              "CPU time of the rank per second of wall time (1 is one CPU).");
   Family gpu_memory("primus_rank_gpu_memory_used_bytes", "gauge",
@@ -134,6 +136,7 @@ std::string prometheus_text(const JobStatus& s, const std::vector<UserScalar>& s
     add_if(lateness, labels, r.lateness_seconds);
     straggler.add(labels, r.straggler ? 1 : 0);
     add_if(rss, labels, r.rss_bytes);
+    add_if(rejoin_memory, labels, r.rejoin_memory_bytes);
     add_if(cpu, labels, r.cpu_usage_ratio);
     add_if(gpu_memory, labels, r.gpu_memory_bytes);
     add_if(gpu_use, labels, r.gpu_utilization_ratio);
@@ -173,12 +176,12 @@ std::string prometheus_text(const JobStatus& s, const std::vector<UserScalar>& s
   }
 
   std::string out;
-  for (const Family* family : {&state,        &restarts,        &requeues,    &world,
-                               &checkpoint,   &checkpoint_step, &median_step, &up,
-                               &steps,        &samples,         &rate,        &last_step,
-                               &step_seconds, &lateness,        &straggler,   &rss,
-                               &cpu,          &gpu_memory,      &gpu_use,     &node_cpu,
-                               &node_used,    &node_available,  &node_rx,     &node_tx}) {
+  for (const Family* family :
+       {&state,        &restarts, &requeues,  &world,     &checkpoint,     &checkpoint_step,
+        &median_step,  &up,       &steps,     &samples,   &rate,           &last_step,
+        &step_seconds, &lateness, &straggler, &rss,       &rejoin_memory,  &cpu,
+        &gpu_memory,   &gpu_use,  &node_cpu,  &node_used, &node_available, &node_rx,
+        &node_tx}) {
     family->write(out);
   }
   for (const auto& [name, family] : user)

@@ -102,6 +102,7 @@ std::string status_json(const JobStatus& s) {
     o.field("last_step_time", r.last_step_time);
     o.field("last_checkpoint_step", r.last_checkpoint_step);
     o.field("rss_bytes", r.rss_bytes);
+    o.field("rejoin_memory_bytes", r.rejoin_memory_bytes);
     o.field("cpu_seconds", rounded(r.cpu_seconds));
     o.field("cpu_usage_ratio", rounded(r.cpu_usage_ratio));
     o.field("gpu_memory_bytes", r.gpu_memory_bytes);
@@ -172,6 +173,7 @@ JobStatus parse_status(std::string_view text) {
       r.last_step_time = get<double>(o, "last_step_time");
       r.last_checkpoint_step = get<std::uint64_t>(o, "last_checkpoint_step");
       r.rss_bytes = get<std::uint64_t>(o, "rss_bytes");
+      r.rejoin_memory_bytes = get<std::uint64_t>(o, "rejoin_memory_bytes");
       r.cpu_seconds = get<double>(o, "cpu_seconds");
       r.cpu_usage_ratio = get<double>(o, "cpu_usage_ratio");
       r.gpu_memory_bytes = get<std::uint64_t>(o, "gpu_memory_bytes");

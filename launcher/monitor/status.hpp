@@ -26,6 +26,7 @@ struct RankStatus {
   std::optional<double> last_step_time;    // UNIX time
   std::optional<std::uint64_t> last_checkpoint_step;
   std::optional<std::uint64_t> rss_bytes;
+  std::optional<std::uint64_t> rejoin_memory_bytes;  // its committed step kept in memory
   std::optional<double> cpu_seconds;
   std::optional<double> cpu_usage_ratio;  // of one CPU
   std::optional<std::uint64_t> gpu_memory_bytes;

@@ -1,9 +1,11 @@
 // The ranks' reports of one attempt, read once for both runners (rank_reports.hpp).
 #include "supervise/rank_reports.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 namespace primus::launch {
 
@@ -100,8 +102,17 @@ void RankReports::on_rejoin_event(const Report& r) {
     return;
   }
   const auto failed = rejoin.failed_rank();
+  if (failed && r.restore_seconds && generation == rejoin.generation()) {
+    restore_slowest_ = std::max(restore_slowest_, *r.restore_seconds);
+    ++restore_sources_[r.restore_source.empty() ? std::string("file") : r.restore_source];
+  }
   const auto phases = rejoin.rejoinable(r.rank, generation, Clock::now());
   if (!phases || !failed) return;
+  std::string sources;
+  for (const auto& [source, ranks] : restore_sources_)
+    sources += (sources.empty() ? "" : ", ") + source + " " + std::to_string(ranks);
+  restore_sources_.clear();
+  const double restore = std::exchange(restore_slowest_, 0.0);
   watch_.rejoined(Clock::now());
   ++report_.rejoins;
   replaced_end_.reset();
@@ -118,6 +129,8 @@ void RankReports::on_rejoin_event(const Report& r) {
                            {"tear_down_seconds", fixed(phases->tear_down)},
                            {"place_seconds", fixed(phases->place)},
                            {"regroup_seconds", fixed(phases->regroup)},
+                           {"restore_seconds", fixed(restore)},
+                           {"restore_sources", sources},
                            {"replacement", from_standby_ ? "standby" : "started"}}});
   std::cerr << "primus-launch: the ranks go on in generation " << rejoin.generation()
             << " with a new rank " << *failed << (from_standby_ ? " from the standby" : "")

@@ -107,6 +107,10 @@ class RankReports {
   std::set<std::uint32_t> wrappers_, wrappers_gone_;
   std::optional<RankEnd> replaced_end_;  // the failed rank's end while its rejoin is under way
   bool from_standby_ = false;            // the rejoin under way's replacement was a standby
+  // The ranks' restores in the rejoin under way: the slowest, and how many ranks restored from
+  // each source ("memory", "broadcast", "file"), for the "rejoined" event.
+  double restore_slowest_ = 0;
+  std::map<std::string, int> restore_sources_;
 };
 
 }  // namespace primus::launch

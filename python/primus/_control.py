@@ -166,7 +166,8 @@ def heartbeat_message():
     time between consecutive should_stop() calls in the window (the previous value when the
     window has no step); last_step_time: the UNIX time of the last should_stop() call;
     wait_seconds: the median time spent in should_stop()'s agreement in the window (see
-    agreement_waited()); rss_bytes; gpu_memory_bytes and gpu_utilization_ratio (0..1) where
+    agreement_waited()); rss_bytes; rejoin_memory_bytes (the committed step kept in memory for a
+    rejoin, primus._memory_copy, when one is held); gpu_memory_bytes and gpu_utilization_ratio (0..1) where
     NVML sees this rank's GPU; node_stats, from the node's local rank 0 only: cpu_usage_ratio
     since the previous heartbeat, memory_used_bytes, memory_available_bytes,
     network_receive_bytes_total and network_transmit_bytes_total (all but lo); total_steps once
@@ -194,6 +195,10 @@ def heartbeat_message():
         rss = _rss_bytes()
         if rss is not None:
             message["rss_bytes"] = rss
+        memory_copy = sys.modules.get(__package__ + "._memory_copy")  # loaded by a save
+        held = memory_copy.held_bytes() if memory_copy is not None else 0
+        if held:
+            message["rejoin_memory_bytes"] = held
         message.update(_part("GPU", _gpu.sample))
         if _is_local_rank_0():
             node = _part("node's /proc counters", _read_node_stats)

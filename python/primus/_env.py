@@ -28,6 +28,7 @@ VARIABLES = {
     "PRIMUS_RESUME": (None, "primus-launch or the user: the checkpoint to resume from"),
     "PRIMUS_RECOVER": ("restart", "--primus-recover: rejoin or restart after a rank's failure"),
     "PRIMUS_REJOIN_DEADLINE": ("60", "--primus-rejoin-deadline: seconds a survivor waits"),
+    "PRIMUS_REJOIN_MEMORY": ("4096", "--primus-rejoin-memory: MiB for the step in memory"),
     "PRIMUS_GENERATION": ("0", "primus-launch: the ranks' generation (one more per rejoin)"),
     "MASTER_ADDR": ("127.0.0.1", "the plugin or primus-launch: rank 0's host (torch's store)"),
     "MASTER_PORT": (None, "the plugin or primus-launch: torch's rendezvous port (a rejoin's)"),

@@ -57,12 +57,25 @@ def enabled(job):
             and _control.connected())
 
 
-def announce():
-    """This rank's groups are up for its generation: it can rejoin after a peer's failure."""
+def announce(restore_seconds=None):
+    """This rank's groups are up for its generation: it can rejoin after a peer's failure. In a
+    generation after the first it also says how long its restore took and where the bulk of it
+    came from (primus._memory_copy): "memory" (its own copy), "broadcast" (a survivor's copy),
+    or "file"."""
     from . import _runtime
 
     _control.start_reader(_runtime.abort_collectives)
-    _control.event("rejoinable", generation=generation())
+    fields = {}
+    if generation() > 0 and restore_seconds is not None:
+        memory_copy = sys.modules.get(__package__ + "._memory_copy")
+        report = memory_copy.last_restore if memory_copy is not None else None
+        source = "file"
+        if report and report["broadcast_bytes"]:
+            source = "broadcast"
+        elif report and report["memory_bytes"]:
+            source = "memory"
+        fields = {"restore_seconds": round(restore_seconds, 4), "restore_source": source}
+    _control.event("rejoinable", generation=generation(), **fields)
 
 
 def is_peer_failure(error):

@@ -241,6 +241,7 @@ class _Run:
         self.restored_loss, self.loss = None, None
         self.pending, self.saved_step = None, None
         self.ran, self.started = 0, None
+        self.restore_seconds = None
 
     def state(self):
         saved = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -250,9 +251,12 @@ class _Run:
 
     def restore(self):
         """Resumes from the newest checkpoint that verifies, if there is one."""
-        from . import checkpoint
+        from . import _memory_copy, checkpoint
 
+        started = time.perf_counter()
+        _memory_copy.last_restore = None
         restored = checkpoint.load()
+        self.restore_seconds = time.perf_counter() - started
         if restored is None:
             return
         saved = restored.state
@@ -297,9 +301,13 @@ class _Run:
         peer's failure makes this rank wait for the next generation and go on from its
         checkpoint (primus._rejoin) instead of failing."""
         rejoin = _rejoin.enabled(self.job)
+        if rejoin:
+            from . import _memory_copy
+
+            _memory_copy.want()
         while True:
             if rejoin:
-                _rejoin.announce()
+                _rejoin.announce(self.restore_seconds)
             try:
                 return self.epochs(count)
             except Exception as error:

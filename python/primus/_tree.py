@@ -165,9 +165,11 @@ def _torch_dtype_names(tensor, path):
     return names
 
 
-def flatten(state, rank, owner, copy=False, staging=None):
+def flatten(state, rank, owner, copy=False, staging=None, kept=None):
     """(tree, leaves): the JSON-able structure and the tensors this rank writes. With copy, the
-    tensors are copied (into the reusable buffers of `staging`, a dict, when given)."""
+    tensors are copied (into the reusable buffers of `staging`, a dict, when given). With a list
+    `kept` (and copy), the replicated tensors that the owner writes, not this rank, are copied
+    too and appended to it (the committed step in memory, primus._memory_copy)."""
     leaves = []
     names = set()
     copies = []
@@ -176,6 +178,12 @@ def flatten(state, rank, owner, copy=False, staging=None):
         if copy and not copied:
             leaf.array = _copy(leaf.array, where, staging, copies)
         leaves.append(leaf)
+
+    def keep_leaf(name, value, where):
+        array, dtype, _, _, copied = _as_array(value, where)
+        if not copied:
+            array = _copy(array, where, staging, copies)
+        kept.append(Leaf(name, array, dtype))
 
     def name_of(path):
         name = "/".join(path)
@@ -206,9 +214,12 @@ def flatten(state, rank, owner, copy=False, staging=None):
         if isinstance(value, tensor_types):
             if rank != owner:  # replicated, written by the owner
                 dtype, torch_dtype = _torch_dtype_names(value, "/".join(path) or "<root>")
-                return {"t": "tensor", "kind": "torch", "dtype": dtype,
+                node = {"t": "tensor", "kind": "torch", "dtype": dtype,
                         "torch_dtype": torch_dtype, "layout": "replicated",
                         "name": name_of(path)}
+                if copy and kept is not None:
+                    keep_leaf(node["name"], value, "/".join(path) or "<root>")
+                return node
         elif value is None or (isinstance(value, (bool, int, float, str))
                                and not isinstance(value, np.generic)):  # np.float64 is a float
             return {"t": "value", "v": value}
@@ -237,6 +248,8 @@ def flatten(state, rank, owner, copy=False, staging=None):
                 node["name"] = name_of(path)
                 if rank == owner:
                     add_leaf(Leaf(node["name"], array, dtype), where, copied)
+                elif copy and kept is not None:
+                    keep_leaf(node["name"], inner, where)
             return node
         raise TypeError(f"{where}: cannot checkpoint a {type(value).__name__} (expected dicts, "
                         "lists, tuples, numpy arrays, torch tensors, numbers, strings, None)")

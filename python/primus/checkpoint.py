@@ -23,17 +23,16 @@ uncaught exception it is written but not committed.
 """
 
 import atexit
-import concurrent.futures
 import json
 import os
 import sys
 import threading
 import warnings
 
-import numpy as np
 
-from . import _ckpt, _control, _env, _rng, _runtime, _saves
-from ._tree import STORAGE, PerRank, Shard, flatten, unflatten
+from . import _ckpt, _control, _env, _memory_copy, _restored, _rng, _runtime, _saves
+from ._restored import Restored
+from ._tree import PerRank, Shard, flatten
 
 __all__ = ["save", "load", "wait", "release_staging", "latest_step", "verify", "prune", "Shard", "PerRank",
            "Restored", "PendingSave", "CheckpointError", "CorruptCheckpoint"]
@@ -41,8 +40,8 @@ __all__ = ["save", "load", "wait", "release_staging", "latest_step", "verify", "
 CheckpointError = _ckpt.CheckpointError
 CorruptCheckpoint = _ckpt.CorruptCheckpoint
 
-_TREE = "primus.tree"
-_META = "primus.meta"
+_TREE = _restored.TREE
+_META = _restored.META
 
 # Rank 0's error from committing a save that should_stop() agreed on; the next should_stop()
 # (or save()) makes every rank raise it.
@@ -236,14 +235,17 @@ def _new_generation():
             pending._done = True
             pending._result = CheckpointError(
                 f"step {pending.step} was not committed: a rank failed while it was saved")
+    _memory_copy.discarded()
     _saved = False
     _commit_failure = None
 
 
 def release_staging():
-    """Frees the host copies kept for asynchronous saves (after waiting for the one in flight)."""
+    """Frees the host copies kept for asynchronous saves (after waiting for the one in flight),
+    and the committed step kept in memory."""
     wait()
     _staging.clear()
+    _memory_copy.release()
 
 
 def wait():
@@ -289,8 +291,14 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
     if _commit_failure is not None:  # rank 0's last commit failed: every rank hears it below
         prepare_error, _commit_failure = _commit_failure, None
     try:
-        tree, leaves = flatten(state, rank, owner, copy=not blocking,
-                               staging=None if blocking else _staging)
+        # With --primus-recover=rejoin the copy is also the committed step in memory
+        # (primus._memory_copy): the replicated tensors too, in a set of buffers of its own.
+        keep = not blocking and _memory_copy.active(world_size)
+        kept = [] if keep else None
+        staging = None if blocking else (_memory_copy.staging() if keep else _staging)
+        tree, leaves = flatten(state, rank, owner, copy=not blocking, staging=staging, kept=kept)
+        if keep:
+            _memory_copy.saving(root, step, leaves, kept, staging)
         meta = json.dumps({"step": step, "epoch": epoch, "data_cursor": data_cursor,
                            "metadata": metadata})
         rng_values = _rng.capture() if rng else {}
@@ -332,11 +340,13 @@ def save(state, step, *, dir=None, rank=None, world_size=None, owner=0, agree=No
         if not confirm:
             if commit_error is not None:
                 raise CommitFailure(commit_error)
+            _memory_copy.committed(root, step)
             return committed
         if not agree_fn(commit_error is None):
             if commit_error is not None:
                 raise commit_error
             raise CheckpointError(f"step {step}: rank 0 could not commit; see its error")
+        _memory_copy.committed(root, step)
         return committed
 
     if blocking:
@@ -394,30 +404,6 @@ def _finish_at_exit():
               f"committed: {error}", file=sys.stderr)
 
 
-class Restored:
-    """A loaded checkpoint: .step, .epoch, .data_cursor, .metadata, .state (the saved tree, with
-    numpy arrays and torch tensors as saved), .path, .saved_world_size, .skipped (the newer
-    checkpoints that did not verify, and why)."""
-
-    def __init__(self, checkpoint, state, meta, rng_values, skipped):
-        self.step = checkpoint.step
-        self.path = checkpoint.dir
-        self.saved_world_size = checkpoint.world_size
-        self.state = state
-        self.epoch = meta.get("epoch")
-        self.data_cursor = meta.get("data_cursor")
-        self.metadata = meta.get("metadata")
-        self.skipped = skipped
-        self._rng = rng_values
-
-    def restore_rng(self):
-        """Puts Python's, numpy's and torch's generators back as this rank saved them."""
-        _rng.restore(self._rng)
-
-    def __repr__(self):
-        return f"Restored(step={self.step}, path={self.path!r})"
-
-
 def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
          restore_rng=False):
     """The newest committed checkpoint under `dir` (default PRIMUS_CKPT_DIR) that verifies, or
@@ -446,7 +432,7 @@ def load(dir=None, step=None, *, rank=None, world_size=None, full_verify=False,
         warnings.warn(f"primus.checkpoint: skipped {reason}", RuntimeWarning, stacklevel=2)
     if checkpoint is None:
         return None
-    restored = _read(checkpoint, skipped, rank, world_size, restore_rng)
+    restored = _restored.read(checkpoint, skipped, rank, world_size, restore_rng)
     return _resumed(restored, rank) if step is None else restored
 
 
@@ -464,6 +450,11 @@ def _load_resume_point(resume, rank, world_size, full_verify, restore_rng):
     once every rank has loaded it: a rank whose file fails its checksums makes every rank raise
     before any trains, so that no rank goes on from a state the others do not share."""
     agree = world_size > 1 and _runtime.initialized()
+    # At a rejoin the ranks first agree that every one opened it, then restore what they can
+    # from the copies in memory (collectives in the same order on every rank), then agree again.
+    exchange = agree and _memory_copy.restore_applies(world_size)
+    agreement_left = agree
+    filled = None
     try:
         root, step = _split_step_dir(resume)
         checkpoint, skipped = _ckpt.load_step(root, step, full_verify)
@@ -471,9 +462,16 @@ def _load_resume_point(resume, rank, world_size, full_verify, restore_rng):
             # Every rank resumes from this one, or none does: no fallback of its own.
             raise CorruptCheckpoint(f"PRIMUS_RESUME={resume}: cannot load it ("
                                     f"{'; '.join(skipped) or 'no reason given'})")
-        restored = _read(checkpoint, skipped, rank, world_size, restore_rng=False)
+        if exchange:
+            if not _runtime.agree(True):
+                agreement_left = False
+                raise CorruptCheckpoint(f"PRIMUS_RESUME={resume}: another rank could not open "
+                                        "it (its error is in its log); no rank resumes from it")
+            filled = _memory_copy.restore(checkpoint, rank, world_size, _runtime._communicator())
+        restored = _restored.read(checkpoint, skipped, rank, world_size, restore_rng=False,
+                                  filled=filled)
     except Exception:
-        if agree:
+        if agreement_left:
             _runtime.agree(False)
         raise
     if agree and not _runtime.agree(True):
@@ -481,62 +479,6 @@ def _load_resume_point(resume, rank, world_size, full_verify, restore_rng):
                                 "error is in its log); no rank resumes from it")
     if restore_rng:
         restored.restore_rng()
-    return restored
-
-
-def _read(checkpoint, skipped, rank, world_size, restore_rng):
-    # A rank beyond the saved world takes rank 0's tree and state (data-parallel replicas).
-    source_rank = rank if rank < checkpoint.world_size else 0
-    values = checkpoint.state(source_rank)
-    tensors = checkpoint.tensors
-
-    def read(node, name, mode, where):
-        if mode == "per_rank" and name not in tensors and rank >= checkpoint.world_size:
-            return None  # a rank the saved job did not have
-        if name not in tensors:
-            raise CorruptCheckpoint(f"{checkpoint.dir}: tensor {name!r} is missing (saved by "
-                                    f"{checkpoint.world_size} ranks, loading rank {rank})")
-        dtype, global_shape = tensors[name]
-        if mode == "rows":
-            this_rank, world = where
-            rows = global_shape[0] if global_shape else 0
-            begin, end = rows * this_rank // world, rows * (this_rank + 1) // world
-            offset = [begin] + [0] * (len(global_shape) - 1)
-            shape = [end - begin] + list(global_shape[1:])
-        else:
-            offset, shape = [], []
-        out = np.empty(shape if mode == "rows" else global_shape, dtype=STORAGE[dtype])
-        if not global_shape:
-            # A 0-d tensor may become a numpy scalar at once (a copy of its value): read it now.
-            checkpoint.read_into(name, offset, shape, out)
-        else:
-            # Filled in the background, in order, by one thread (the extension releases the GIL
-            # and computes each piece's checksum on a second thread while it reads the next): the
-            # file is read as one stream, which a disk serves faster than two (1 GiB from a cold
-            # page cache: 0.28 to 0.32 s against 0.33 to 0.40 s for two readers).
-            reads.append(pool.submit(checkpoint.read_into, name, offset, shape, out))
-        if dtype == "bool":
-            out = out.view(np.bool_)
-        return out
-
-    tree_text = values.get(_TREE)
-    if tree_text is None:
-        raise CorruptCheckpoint(f"{checkpoint.dir}: rank {source_rank} saved no state tree")
-    reads = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        try:
-            state = unflatten(json.loads(tree_text), read, rank, world_size)
-        finally:
-            concurrent.futures.wait(reads)
-            checkpoint.close()
-    for future in reads:
-        future.result()  # raises the first failed read (a CorruptCheckpoint names the dataset)
-    meta = json.loads(values.get(_META, "{}"))
-    rng_values = {k: v for k, v in values.items() if k.startswith(_rng.PREFIX)}
-    restored = Restored(checkpoint, state, meta, rng_values, list(skipped))
-    if restore_rng:
-        restored.restore_rng()
-    _control.resumed_at(restored.step)
     return restored
 
 

@@ -150,6 +150,21 @@ PYBIND11_MODULE(_ckpt, m) {
             c.read_into(name, offset, shape, info.ptr, bytes);
           },
           py::arg("name"), py::arg("offset"), py::arg("shape"), py::arg("out"))
+      .def(
+          "is_saved_copy",
+          [](const Checkpoint& c, const std::string& name, const Shape& offset, const Shape& shape,
+             const py::buffer& data) {
+            const auto& tensors = c.manifest().tensors;
+            const auto it = tensors.find(name);
+            if (it == tensors.end()) return false;
+            const py::buffer_info info = contiguous(data, it->second.dtype, name, false);
+            const std::size_t bytes =
+                static_cast<std::size_t>(info.size) * static_cast<std::size_t>(info.itemsize);
+            ReleasedGil release;  // `data` keeps the buffer alive meanwhile
+            return c.is_saved_copy(name, offset, shape, info.ptr, bytes);
+          },
+          py::arg("name"), py::arg("offset"), py::arg("shape"), py::arg("data"))
+      .def_property_readonly("whole_tensors", &Checkpoint::whole_tensors)
       .def("close", &Checkpoint::close_files)
       .def("state", [](const Checkpoint& c, int rank) {
         py::dict values;

@@ -81,6 +81,10 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
     assert rejoined["details"]["generation"] == "1", rejoined
     assert rejoined["details"]["replacement"] == "standby", rejoined
     assert float(rejoined["details"]["seconds"]) > 0, rejoined
+    # Rank 0's copy of step 10 in memory verified and was broadcast to the other three.
+    assert rejoined["details"]["restore_sources"] == "broadcast 3, memory 1", rejoined
+    assert 0 < float(rejoined["details"]["restore_seconds"]) < float(
+        rejoined["details"]["seconds"]), rejoined
     assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
     logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
     # No second standby: the one rejoin --primus-max-restarts=1 allows is spent.
@@ -97,6 +101,40 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
     assert {step: entry["run"] for step, entry in chain.items()} == {
         **{s: "r/-/0" for s in range(1, 11)},
         **{s: "r/-/0/1" for s in range(11, EPOCHS * STEPS_PER_EPOCH + 1)}}
+
+
+def test_a_copy_in_memory_with_a_flipped_bit_gives_way_to_the_next_one(tmp_path, cnn_data,
+                                                                          reference):
+    """Every tensor of rank 0's copy of the committed step in memory has a bit flipped: each
+    fails its CRC-32C, rank 0 says so, rank 1's copy is broadcast instead (but for the BatchNorm
+    statistics, whose saved values are rank 0's alone: those come from the file), and the run
+    ends bitwise equal."""
+    result = launch(tmp_path, cnn_data, "f", "--primus-recover=rejoin", "--primus-max-restarts=1",
+                    FAIL_AT=13, FAIL_RANK=2, FAIL_MARKER=tmp_path / "failed", AFTER_COMMIT=1,
+                    FLIP_COPY="0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "final.json").read_text()) == reference
+    rejoined = next(e for e in events_of(tmp_path) if e["event"] == "rejoined")
+    assert rejoined["details"]["restore_sources"] == "broadcast 3, memory 1", rejoined
+    log = (tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0" / "rank-0.log").read_text()
+    assert "rank 0's copy in memory of step" in log and "does not verify" in log, log[-3000:]
+    train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
+                                    STEPS_PER_EPOCH)
+
+
+def test_when_no_copy_in_memory_verifies_every_rank_reads_the_file(tmp_path, cnn_data,
+                                                                     reference):
+    """Every survivor's copy has a bit flipped: each is skipped in turn, every rank restores from
+    the checkpoint's files, and the run still ends bitwise equal."""
+    result = launch(tmp_path, cnn_data, "g", "--primus-recover=rejoin", "--primus-max-restarts=1",
+                    FAIL_AT=13, FAIL_RANK=2, FAIL_MARKER=tmp_path / "failed", AFTER_COMMIT=1,
+                    FLIP_COPY="0,1,3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "final.json").read_text()) == reference
+    rejoined = next(e for e in events_of(tmp_path) if e["event"] == "rejoined")
+    assert rejoined["details"]["restore_sources"] == "file 4", rejoined
+    train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,
+                                    STEPS_PER_EPOCH)
 
 
 def test_a_standby_that_died_gives_way_to_a_replacement_started_afresh(tmp_path, cnn_data,
@@ -136,10 +174,11 @@ def test_a_failure_before_the_first_checkpoint_is_restarted_instead(tmp_path, cn
 def test_a_hung_rank_is_killed_and_replaced_while_the_others_stay(tmp_path, cnn_data, reference):
     """Rank 1 stops itself (SIGSTOP) after step 13: --primus-hang-timeout finds it, primus-launch
     kills it alone, and the others go on with a new rank 1, bitwise as before; with
-    --primus-no-standby that rank is started afresh and no standby is ever started."""
+    --primus-no-standby that rank is started afresh and no standby is ever started, and with
+    --primus-rejoin-memory=0 no step is kept in memory: every rank reads the file."""
     result = launch(tmp_path, cnn_data, "h", "--primus-recover=rejoin", "--primus-max-restarts=1",
                     "--primus-hang-timeout=4", "--primus-heartbeat-interval=1",
-                    "--primus-no-standby",
+                    "--primus-no-standby", "--primus-rejoin-memory=0",
                     HANG_AT=13, FAIL_RANK=1, FAIL_MARKER=tmp_path / "hung", AFTER_COMMIT=1)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "hung").exists()
@@ -149,6 +188,7 @@ def test_a_hung_rank_is_killed_and_replaced_while_the_others_stay(tmp_path, cnn_
     assert "hang" in kinds and "rejoined" in kinds, kinds
     rejoined = next(e for e in events if e["event"] == "rejoined")
     assert rejoined["details"]["replacement"] == "started", rejoined
+    assert rejoined["details"]["restore_sources"] == "file 4", rejoined
     logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
     assert not list(logs.glob("standby-*.log")), sorted(p.name for p in logs.iterdir())
     assert "restarted" not in kinds and "rejoin-failed" not in kinds, kinds

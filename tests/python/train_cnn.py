@@ -19,6 +19,9 @@ SIGSTOP after step S instead, once (a hang for --primus-hang-timeout). IGNORE_ST
 PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
 to 2 minutes), so that a preemption sent meanwhile stops the job after step S (with
 PRIMUS_STOP_INTERVAL=0).
+FLIP_COPY=R,R...: those ranks flip one bit in every replicated tensor of their committed step
+kept in memory for a rejoin (primus._memory_copy), each time a new copy is held: a copy that no
+longer verifies.
 CKPT_EVENTS=FILE: rank 0 appends 'started STEP' when it starts a checkpoint. SLOW_WRITE=seconds:
 every rank's file of an asynchronous checkpoint takes that much longer to write (in the
 background), so that a stop can be sent while a save is in flight.
@@ -77,6 +80,20 @@ def waiting_on_stdin(pid):
         return Path(f"/proc/{pid}/syscall").read_text().startswith("0 0x0 ")  # read(0, ...)
     except OSError:
         return False
+
+
+def flip_held_copy(flipped):
+    """Flips a bit in each replicated tensor of this rank's held copy, once per copy (`flipped`:
+    [the last one done])."""
+    from primus import _memory_copy
+
+    held = _memory_copy._held
+    if held is None or flipped[0] is held:
+        return
+    for name, array in held.arrays.items():
+        if "@rank" not in name and array.nbytes:
+            array.reshape(-1).view("uint8")[0] ^= 1
+    flipped[0] = held
 
 
 def meet_standby(kill):
@@ -161,7 +178,12 @@ def main():
         original_writer = _ckpt.RankWriter
         _ckpt.RankWriter = SlowWriter
 
+    flip_copy = job.rank in {int(r) for r in os.environ.get("FLIP_COPY", "").split(",") if r}
+    flipped = [None]
+
     def on_step(info):
+        if flip_copy:
+            flip_held_copy(flipped)
         if trace is not None:
             run, resumed = run_and_resume()
             trace.write(json.dumps({"run": run, "time": time.time(), "resume": resumed,

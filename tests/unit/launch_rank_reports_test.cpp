@@ -257,14 +257,22 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   ASSERT_TRUE(rejoin.ready_to_place());
   reports.replacement_started(2);
   rejoin.placed(Rejoin::Clock::now());
-  for (std::uint32_t r = 0; r < 4; ++r)
-    reports.handle(said(r, "rejoinable", 1));
+  // Each rank says how long its restore took and where it came from: the event has the slowest
+  // and how many ranks restored from each source.
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    Report joined = said(r, "rejoinable", 1);
+    joined.restore_seconds = 0.01 * (r + 1);
+    joined.restore_source = r == 0 ? "memory" : "broadcast";
+    reports.handle(joined);
+  }
   EXPECT_FALSE(rejoin.under_way());
   EXPECT_EQ(reports.report().rejoins, 1U);
   const std::string text = events_text();
   EXPECT_NE(text.find("\"rejoin\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"rejoined\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"regroup_seconds\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"restore_seconds\": \"0.040\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"restore_sources\": \"broadcast 3, memory 1\""), std::string::npos) << text;
   // No rejoin is left (limit 1): the next failure ends the attempt as before.
   EXPECT_EQ(reports.rank_ended(1, 3 << 8), RankAction::kEndForFailure);
 }

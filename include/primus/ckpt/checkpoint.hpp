@@ -48,6 +48,17 @@ class Checkpoint {
   std::vector<std::uint8_t> read_rows(const std::string& name, std::uint64_t begin,
                                       std::uint64_t end) const;
 
+  // Whether `data` (`bytes` long) is the box exactly as it was saved: the box (the whole tensor
+  // for an empty offset and shape) is one shard, and data's CRC32C is the one its writer
+  // computed. Reads no file: how a copy kept in memory (python/primus/_memory_copy.py) is
+  // checked before it is used in place of the file.
+  bool is_saved_copy(const std::string& name, const Shape& offset, const Shape& shape,
+                     const void* data, std::size_t bytes) const;
+
+  // Names of the tensors saved as one shard that covers the whole tensor (replicated tensors,
+  // and each rank's own), sorted.
+  std::vector<std::string> whole_tensors() const;
+
   // Closes the rank files that reads opened (they reopen on the next read).
   void close_files() const;
 
