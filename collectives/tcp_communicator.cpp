@@ -98,6 +98,24 @@ class TcpCommunicator final : public Communicator {
     guarded([&] { reduce_scatter_unguarded(send, recv, count, dtype, op); });
   }
 
+  void send(const void* data, std::size_t count, DType dtype, int to) override {
+    guarded([&] {
+      const net::CollectiveScope collective;
+      check_peer(to, "send");
+      const std::size_t bytes = count * dtype_size(dtype);
+      if (bytes > 0) peer(to).send_all(data, bytes, next_deadline());
+    });
+  }
+
+  void recv(void* data, std::size_t count, DType dtype, int from) override {
+    guarded([&] {
+      const net::CollectiveScope collective;
+      check_peer(from, "recv");
+      const std::size_t bytes = count * dtype_size(dtype);
+      if (bytes > 0) peer(from).recv_all(data, bytes, next_deadline());
+    });
+  }
+
   void barrier() override {
     std::uint8_t token = 1;
     allreduce(&token, 1, DType::kUInt8, ReduceOp::kMax);
@@ -223,6 +241,11 @@ class TcpCommunicator final : public Communicator {
       throw CollectiveError(std::string(what) + " " + std::to_string(r) + ": expected 0 to " +
                             std::to_string(size_ - 1));
     }
+  }
+
+  void check_peer(int r, const char* what) const {
+    check_rank(r, what);
+    if (r == rank_) throw CollectiveError(std::string(what) + ": to or from this rank itself");
   }
 
   const net::Socket& peer(int r) const { return peers_[static_cast<std::size_t>(r)]; }

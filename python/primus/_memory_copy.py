@@ -151,14 +151,15 @@ def _per_rank(name):
     return bool(head and sep and tail.isdigit())
 
 
-def _copy_verified(checkpoint, held, name, out):
-    """Copies the held array of `name` into `out` and checks it against the CRC-32C saved for it:
-    whether the copy is there and is the saved tensor."""
-    source = held.arrays.get(name)
-    if source is None or source.shape != out.shape or source.nbytes != out.nbytes:
-        return False
-    np.copyto(out, source.view(out.dtype) if source.dtype != out.dtype else source)
-    return checkpoint.is_saved_copy(name, [], [], out)
+def _verified(checkpoint, held, name, tensors):
+    """The held array of `name` when it is there with the saved shape and its bytes match the
+    CRC-32C saved for it, else None. Checked where it lies (no copy)."""
+    array = held.arrays.get(name)
+    dtype, shape = tensors[name]
+    if array is None or list(array.shape) != list(shape) or \
+            array.dtype.itemsize != STORAGE[dtype].itemsize:
+        return None
+    return array if checkpoint.is_saved_copy(name, [], [], array.view(STORAGE[dtype])) else None
 
 
 def _empty(tensors, name):
@@ -175,15 +176,17 @@ _NONE, _FAILS, _VERIFIES = 0, 1, 2  # what a rank's copy of a tensor is, in the 
 
 def restore(checkpoint, rank, world_size, comm):
     """Every rank at once, at a rejoin: {tensor name: array} of the resume point's whole tensors
-    that this rank restores without its file (from a broadcast or its own copy), each verified
+    that this rank restores without its file (from its own copy or the source's), each verified
     against its saved CRC-32C. The rest is read from the file by the caller.
 
     Each rank that holds a copy of that very step checks its copy of every replicated tensor
-    (copied into the array it restores into); one allreduce of a table (rank x tensor: none,
-    fails, verifies) tells every rank, for each tensor, the lowest rank whose copy verifies: the
-    source that broadcasts it. A copy that differs is not always damage (a rank's BatchNorm
-    statistics are its own, and only the owner's were saved), so a rank names its failed copies
-    in a warning only where no lower rank had one that verified."""
+    where it lies; one allreduce of a table (rank x tensor: none, fails, verifies) tells every
+    rank, for each tensor, the lowest rank whose copy verifies: the source. The source sends the
+    tensor to the ranks whose copy did not verify (the replacement, mostly), or broadcasts it
+    where they are most of the ranks; the others restore from their own verified copy. A copy
+    that differs is not always damage (a rank's BatchNorm statistics are its own, and only the
+    owner's were saved), so a rank names its failed copies in a warning only where no lower
+    rank had one that verified."""
     global last_restore
     started = time.perf_counter()
     root = os.path.realpath(os.path.dirname(os.path.normpath(checkpoint.dir)))
@@ -191,12 +194,14 @@ def restore(checkpoint, rank, world_size, comm):
         _held.root == root else None
     whole, tensors = checkpoint.whole_tensors, checkpoint.tensors
     replicated = [name for name in whole if not _per_rank(name)]
-    outs = {name: _empty(tensors, name) for name in replicated}
+    mine = {}  # this rank's verified copies, by name
     table = np.zeros((world_size, max(1, len(replicated))), dtype=np.uint8)
     if held is not None:
         for i, name in enumerate(replicated):
-            table[rank, i] = _VERIFIES if _copy_verified(checkpoint, held, name, outs[name]) \
-                else _FAILS
+            array = _verified(checkpoint, held, name, tensors)
+            table[rank, i] = _FAILS if array is None else _VERIFIES
+            if array is not None:
+                mine[name] = array
     comm.allreduce(table, op="max")
     filled, received, rejected, in_line = {}, 0, [], []
     sources = set()
@@ -209,12 +214,27 @@ def restore(checkpoint, rank, world_size, comm):
             continue  # read from the file
         source = int(verified[0])
         sources.add(source)
-        out = outs[name]
-        if out.nbytes:
+        needers = [r for r in range(world_size) if column[r] != _VERIFIES]
+        if name in mine and rank not in needers:
+            # Its own verified copy, as it lies: the restore hands it to load_state_dict, which
+            # copies it (the held copy is checked again before any later use).
+            ours = mine[name].view(STORAGE[tensors[name][0]])
+            if 2 * len(needers) > world_size:  # most ranks need it: one broadcast
+                # The source's buffer is only read; another rank's arrival goes elsewhere, so
+                # that nothing but a save writes into a held copy.
+                sent = ours if rank == source else _empty(tensors, name)
+                comm.broadcast(_flat_bytes(sent), root=source)
+            elif rank == source:
+                for needer in needers:
+                    comm.send(_flat_bytes(ours), needer)
+            filled[name] = ours
+            continue
+        out = _empty(tensors, name)
+        if out.nbytes and 2 * len(needers) > world_size:
             comm.broadcast(_flat_bytes(out), root=source)
-        if rank == source:
-            filled[name] = out
-        elif checkpoint.is_saved_copy(name, [], [], out):
+        elif out.nbytes:
+            comm.recv(_flat_bytes(out), source)
+        if checkpoint.is_saved_copy(name, [], [], out):
             filled[name] = out
             received += out.nbytes
         else:
@@ -232,11 +252,11 @@ def restore(checkpoint, rank, world_size, comm):
     if held is not None:
         for name in whole:
             if _per_rank(name) and name.endswith(f"@rank{rank}"):
-                out = _empty(tensors, name)
-                if _copy_verified(checkpoint, held, name, out):
-                    filled[name] = out
-                    from_memory += out.nbytes
+                array = _verified(checkpoint, held, name, tensors)
+                if array is not None:
+                    filled[name] = array.view(STORAGE[tensors[name][0]])
+                    from_memory += array.nbytes
     last_restore = {"sources": sorted(sources), "memory_bytes": int(from_memory),
-                    "broadcast_bytes": int(received), "failed_copies": len(in_line),
+                    "peer_bytes": int(received), "failed_copies": len(in_line),
                     "seconds": time.perf_counter() - started}
     return filled

@@ -60,7 +60,7 @@ def enabled(job):
 def announce(restore_seconds=None):
     """This rank's groups are up for its generation: it can rejoin after a peer's failure. In a
     generation after the first it also says how long its restore took and where the bulk of it
-    came from (primus._memory_copy): "memory" (its own copy), "broadcast" (a survivor's copy),
+    came from (primus._memory_copy): "memory" (its own copy), "peer" (another rank's copy),
     or "file"."""
     from . import _runtime
 
@@ -70,8 +70,8 @@ def announce(restore_seconds=None):
         memory_copy = sys.modules.get(__package__ + "._memory_copy")
         report = memory_copy.last_restore if memory_copy is not None else None
         source = "file"
-        if report and report["broadcast_bytes"]:
-            source = "broadcast"
+        if report and report["peer_bytes"] > report["memory_bytes"]:
+            source = "peer"
         elif report and report["memory_bytes"]:
             source = "memory"
         fields = {"restore_seconds": round(restore_seconds, 4), "restore_source": source}

@@ -106,6 +106,20 @@ class Communicator:
         self._native.broadcast(array, dtype, int(root))
         return data
 
+    def send(self, data, peer):
+        """Sends `data` to rank `peer`, which receives it with recv(buffer, this rank): for one
+        rank's data to a few others, where a broadcast would reach every rank."""
+        array, dtype = _as_buffer(data, "send")
+        self._native.send(array, dtype, int(peer))
+
+    def recv(self, data, peer):
+        """Fills `data` (of the size sent) with what rank `peer` sends; returns it."""
+        array, dtype = _as_buffer(data, "recv")
+        if not array.flags.writeable:
+            raise ValueError("recv: the array is read-only")
+        self._native.recv(array, dtype, int(peer))
+        return data
+
     def allgather(self, data):
         """A new array of shape (size, *data.shape): every rank's `data` in rank order."""
         array, dtype = _as_buffer(data, "allgather")

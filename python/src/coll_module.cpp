@@ -116,6 +116,24 @@ PYBIND11_MODULE(_coll, m) {
             c.reduce_scatter(in, out, count, t, o);
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype"), py::arg("op"))
+      .def(
+          "send",
+          [](Communicator& c, const py::buffer& data, const std::string& dtype, int peer) {
+            const DType t = dtype_named(dtype);
+            const auto [ptr, count] = contiguous(data, t, false, "send buffer");
+            ReleasedGil release;
+            c.send(ptr, count, t, peer);
+          },
+          py::arg("data"), py::arg("dtype"), py::arg("peer"))
+      .def(
+          "recv",
+          [](Communicator& c, const py::buffer& data, const std::string& dtype, int peer) {
+            const DType t = dtype_named(dtype);
+            const auto [ptr, count] = contiguous(data, t, true, "recv buffer");
+            ReleasedGil release;
+            c.recv(ptr, count, t, peer);
+          },
+          py::arg("data"), py::arg("dtype"), py::arg("peer"))
       .def("barrier",
            [](Communicator& c) {
              ReleasedGil release;

@@ -280,3 +280,46 @@ def test_an_abort_from_another_thread_ends_a_call_that_a_silent_peer_holds():
     assert out[1]["peer"] == 0 and out[1]["aborted"] is True, out[1]
     for r in (0, 1):  # both before the silent rank woke, far inside the 60 s timeout
         assert out[r]["failed"] < woke, (out[r], woke)
+
+
+P2P_SCRIPT = r'''
+import json
+import numpy as np
+from primus import comm
+c = comm.connect(timeout=60)
+out = {}
+big = np.arange(3 << 20, dtype=np.float32)  # 12 MiB: more than a socket buffer holds
+if c.rank == 0:
+    c.send(big, 2)
+    c.send(np.array([7, 8, 9], np.int64), 2)  # a second message, after the first
+    c.send(np.full(4, 5.0), 1)
+elif c.rank == 2:
+    got = c.recv(np.empty_like(big), 0)
+    small = c.recv(np.empty(3, np.int64), 0)
+    out = {"big": bool(np.array_equal(got, big)), "small": small.tolist()}
+elif c.rank == 1:
+    out = {"f64": c.recv(np.empty(4), 0).tolist()}
+c.barrier()  # the collectives go on after point-to-point messages
+for bad in (c.rank, c.size):
+    try:
+        c.send(np.zeros(1, np.float32), bad)
+    except comm.CollectiveError as e:
+        out.setdefault("refused", []).append(str(e))
+print(json.dumps(out), flush=True)
+'''
+
+
+def test_point_to_point_messages_arrive_whole_and_in_order():
+    """Rank 0 sends 12 MiB then a small array to rank 2 and an array to rank 1, rank 3 takes no
+    part; a send to itself or to a rank beyond the world is refused, naming what is wrong."""
+    results = launch(4, P2P_SCRIPT)
+    outs = []
+    for rc, stdout, stderr in results:
+        assert rc == 0, stderr
+        outs.append(json.loads(stdout))
+    assert outs[2]["big"] and outs[2]["small"] == [7, 8, 9]
+    assert outs[1]["f64"] == [5.0] * 4
+    for out in outs:
+        assert len(out["refused"]) == 2, out
+        assert "to or from this rank itself" in out["refused"][0]
+        assert "expected 0 to 3" in out["refused"][1]

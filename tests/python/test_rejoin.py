@@ -81,8 +81,9 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
     assert rejoined["details"]["generation"] == "1", rejoined
     assert rejoined["details"]["replacement"] == "standby", rejoined
     assert float(rejoined["details"]["seconds"]) > 0, rejoined
-    # Rank 0's copy of step 10 in memory verified and was broadcast to the other three.
-    assert rejoined["details"]["restore_sources"] == "broadcast 3, memory 1", rejoined
+    # Every survivor's copy of step 10 in memory verified (ranks 1 and 3 took the BatchNorm
+    # statistics, which only rank 0's matches, from rank 0); rank 0 sent the new rank 2 its copy.
+    assert rejoined["details"]["restore_sources"] == "memory 3, peer 1", rejoined
     assert 0 < float(rejoined["details"]["restore_seconds"]) < float(
         rejoined["details"]["seconds"]), rejoined
     assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
@@ -106,16 +107,17 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
 def test_a_copy_in_memory_with_a_flipped_bit_gives_way_to_the_next_one(tmp_path, cnn_data,
                                                                           reference):
     """Every tensor of rank 0's copy of the committed step in memory has a bit flipped: each
-    fails its CRC-32C, rank 0 says so, rank 1's copy is broadcast instead (but for the BatchNorm
-    statistics, whose saved values are rank 0's alone: those come from the file), and the run
-    ends bitwise equal."""
+    fails its CRC-32C, rank 0 says so, rank 1's copy is sent to the ranks that lack one instead
+    (but for the BatchNorm statistics, whose saved values are rank 0's alone: those come from
+    the file), and the run ends bitwise equal."""
     result = launch(tmp_path, cnn_data, "f", "--primus-recover=rejoin", "--primus-max-restarts=1",
                     FAIL_AT=13, FAIL_RANK=2, FAIL_MARKER=tmp_path / "failed", AFTER_COMMIT=1,
                     FLIP_COPY="0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((tmp_path / "final.json").read_text()) == reference
     rejoined = next(e for e in events_of(tmp_path) if e["event"] == "rejoined")
-    assert rejoined["details"]["restore_sources"] == "broadcast 3, memory 1", rejoined
+    # Rank 1 sent ranks 0 and 2 what they lacked; rank 3's own copy verified.
+    assert rejoined["details"]["restore_sources"] == "memory 2, peer 2", rejoined
     log = (tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0" / "rank-0.log").read_text()
     assert "rank 0's copy in memory of step" in log and "does not verify" in log, log[-3000:]
     train_oracle.check_exactly_once(train_oracle.read_trace(tmp_path / "trace"), RECORDS, EPOCHS,

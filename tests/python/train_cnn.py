@@ -22,6 +22,9 @@ PRIMUS_STOP_INTERVAL=0).
 FLIP_COPY=R,R...: those ranks flip one bit in every replicated tensor of their committed step
 kept in memory for a rejoin (primus._memory_copy), each time a new copy is held: a copy that no
 longer verifies.
+PAD_MIB=N: the model carries N MiB more, a parameter that is never trained (a state that takes
+time to restore, for the benchmarks). DROP_CACHES=1: the failing rank (FAIL_AT) drops the page
+cache before it exits (as root), so that what the others restore from files comes from the disk.
 CKPT_EVENTS=FILE: rank 0 appends 'started STEP' when it starts a checkpoint. SLOW_WRITE=seconds:
 every rank's file of an asynchronous checkpoint takes that much longer to write (in the
 background), so that a stop can be sent while a save is in flight.
@@ -202,6 +205,10 @@ def main():
                 Path(fail_marker).touch()
             if os.environ.get("STANDBY"):
                 meet_standby(os.environ["STANDBY"] == "kill")
+            if os.environ.get("DROP_CACHES") == "1":
+                os.sync()
+                with open("/proc/sys/vm/drop_caches", "w") as out:
+                    out.write("3\n")
             print(f"rank {job.rank}: failing at step {info.step}", flush=True)
             os._exit(3)
         if due(info.step, hang_at) and job.rank == fail_rank and not (
@@ -224,6 +231,18 @@ def main():
                     break
                 time.sleep(0.01)
 
+    pad_mib = int(os.environ.get("PAD_MIB", "0"))
+    if pad_mib:
+        plain = cnn.SmallCNN
+
+        class PaddedCNN(plain):
+            def __init__(self):
+                super().__init__()
+                import torch
+
+                self.pad = torch.nn.Parameter(torch.zeros(pad_mib << 18), requires_grad=False)
+
+        cnn.SmallCNN = PaddedCNN
     result = example.main(decode=decode, on_step=on_step)
     if job.rank == 0 and os.environ.get("OUT"):
         state = {f"model.{k}": v.detach().cpu().numpy().tobytes().hex()

@@ -475,5 +475,53 @@ TEST(CollTcp, HundredMebibyteFloat32SumAtTwoAndEightRanks) {
   }
 }
 
+// Point to point: rank 0 sends 12 MiB (more than the sockets hold) and then 3 int64 to rank 2,
+// and 4 doubles to rank 1, with and without integrity; rank 3 takes no part; an allreduce after
+// them sums as before; a send to itself or beyond the world is refused.
+TEST(CollTcp, PointToPointMessagesArriveWholeInOrderAndMixWithCollectives) {
+  for (const bool integrity : {false, true}) {
+    Job job;
+    job.size = 4;
+    job.options.integrity = integrity;
+    const auto outcomes = run_ranks(job, [](Communicator& comm, const auto& report) {
+      std::vector<float> big(std::size_t{3} << 20);
+      for (std::size_t i = 0; i < big.size(); ++i)
+        big[i] = static_cast<float>(i % 100003);
+      std::vector<std::int64_t> small = {7, 8, 9};
+      std::vector<double> doubles(4, 5.0);
+      bool right = true;
+      if (comm.rank() == 0) {
+        comm.send(big.data(), big.size(), DType::kFloat32, 2);
+        comm.send(small.data(), small.size(), DType::kInt64, 2);
+        comm.send(doubles.data(), doubles.size(), DType::kFloat64, 1);
+      } else if (comm.rank() == 2) {
+        std::vector<float> got(big.size());
+        std::vector<std::int64_t> got_small(3);
+        comm.recv(got.data(), got.size(), DType::kFloat32, 0);
+        comm.recv(got_small.data(), got_small.size(), DType::kInt64, 0);
+        right = got == big && got_small == small;
+      } else if (comm.rank() == 1) {
+        std::vector<double> got(4);
+        comm.recv(got.data(), got.size(), DType::kFloat64, 0);
+        right = got == doubles;
+      }
+      std::int32_t one = 1;
+      comm.allreduce(&one, 1, DType::kInt32, ReduceOp::kSum);
+      int refused = 0;
+      for (const int bad : {comm.rank(), comm.size(), -1}) {
+        try {
+          comm.send(&one, 1, DType::kInt32, bad);
+        } catch (const CollectiveError&) {
+          ++refused;
+        }
+      }
+      report(right && one == 4 && refused == 3 ? "ok" : "wrong");
+    });
+    expect_clean(outcomes);
+    for (const auto& outcome : outcomes)
+      EXPECT_NE(outcome.output.find("ok"), std::string::npos) << integrity << outcome.output;
+  }
+}
+
 }  // namespace
 }  // namespace primus::coll

@@ -262,7 +262,7 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   for (std::uint32_t r = 0; r < 4; ++r) {
     Report joined = said(r, "rejoinable", 1);
     joined.restore_seconds = 0.01 * (r + 1);
-    joined.restore_source = r == 0 ? "memory" : "broadcast";
+    joined.restore_source = r == 0 ? "memory" : "peer";
     reports.handle(joined);
   }
   EXPECT_FALSE(rejoin.under_way());
@@ -272,7 +272,7 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   EXPECT_NE(text.find("\"rejoined\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"regroup_seconds\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_seconds\": \"0.040\""), std::string::npos) << text;
-  EXPECT_NE(text.find("\"restore_sources\": \"broadcast 3, memory 1\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"restore_sources\": \"memory 1, peer 3\""), std::string::npos) << text;
   // No rejoin is left (limit 1): the next failure ends the attempt as before.
   EXPECT_EQ(reports.rank_ended(1, 3 << 8), RankAction::kEndForFailure);
 }

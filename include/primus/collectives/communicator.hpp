@@ -64,6 +64,12 @@ class Communicator {
   virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
                               ReduceOp op) = 0;
   virtual void barrier() = 0;
+  // Point to point: count elements of data to rank `peer`, which calls recv() with the same
+  // count from this rank (messages between two ranks arrive in the order they were sent). For
+  // one rank's data to a few others, where a broadcast would send it to every rank. The TCP
+  // backend has them; another backend throws CollectiveError naming itself.
+  virtual void send(const void* data, std::size_t count, DType dtype, int peer);
+  virtual void recv(void* data, std::size_t count, DType dtype, int peer);
 
   // Ends this communicator's use, from any thread: a call blocked in it, on another thread,
   // returns within milliseconds with PeerFailure ("communicator aborted: <reason>"), and so does
