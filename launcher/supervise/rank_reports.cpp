@@ -8,6 +8,15 @@
 #include <utility>
 
 namespace primus::launch {
+namespace {
+
+std::string fixed_seconds(double seconds) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(3) << seconds;
+  return text.str();
+}
+
+}  // namespace
 
 AttemptContext context_of(const RunnerSettings& settings, const AttemptPlan& plan, bool slurm) {
   AttemptContext context;
@@ -81,6 +90,18 @@ void RankReports::on_event(const Report& r) {
     report_.ranks_signalled = true;
   } else if (r.event == "rejoinable" || r.event == "rejoin-waiting") {
     if (!r.wrapper && context_.rejoin != nullptr) on_rejoin_event(r);
+  } else if (r.event == "rejoin-off") {
+    if (!r.wrapper && context_.rejoin != nullptr) context_.rejoin->left(r.rank);
+  } else if (r.event == "first-step") {
+    if (r.wrapper || context_.rejoin == nullptr || !r.generation) return;
+    if (const auto first = context_.rejoin->first_step(*r.generation, Clock::now())) {
+      events.write({"rejoin-first-step",
+                    r.rank,
+                    node_of(r.rank),
+                    {{"generation", std::to_string(*r.generation)},
+                     {"after_rejoin_seconds", fixed_seconds(first->after_rejoin)},
+                     {"after_failure_seconds", fixed_seconds(first->after_failure)}}});
+    }
   } else if (r.event == "checkpoint-started" || r.event == "checkpoint-committed") {
     const bool committed = r.event == "checkpoint-committed";
     if (committed) {
@@ -116,11 +137,7 @@ void RankReports::on_rejoin_event(const Report& r) {
   watch_.rejoined(Clock::now());
   ++report_.rejoins;
   replaced_end_.reset();
-  const auto fixed = [](double seconds) {
-    std::ostringstream text;
-    text << std::fixed << std::setprecision(3) << seconds;
-    return text.str();
-  };
+  const auto fixed = fixed_seconds;
   context_.events->write({"rejoined",
                           *failed,
                           node_of(*failed),
@@ -209,6 +226,12 @@ RankAction RankReports::rank_ended(std::uint32_t rank, int wait_status) {
   // Under srun an end with the preempted status is a stop that Slurm sent the ranks.
   const bool as_asked = context_.slurm && preempted;
   if (code != 0 && !as_asked && !stopping()) return rank_failed(rank, wait_status);
+  Rejoin* rejoin = context_.rejoin;
+  if (rejoin != nullptr && rejoin->under_way() && rejoin->failed_rank() != rank) {
+    // A survivor that ends will never rejoin (it had finished its loop when the failure came).
+    return rejoin_failed("rank " + std::to_string(rank) + " ended (" + describe(wait_status) +
+                         ") while the others waited to rejoin");
+  }
   if (as_asked && !report_.ended_for_failure) report_.ranks_signalled = true;
   if (code != 0 && !preempted && stopping() && !report_.ended_for_failure) {
     // Killed by the stop before it was ready, or failed: the others cannot commit a checkpoint

@@ -32,6 +32,11 @@ bool Rejoin::begin(std::uint32_t rank, bool checkpoint, Clock::time_point now,
     why_not = "no checkpoint was committed yet to go on from";
     return false;
   }
+  if (!left_.empty()) {
+    why_not =
+        "rank " + std::to_string(*left_.begin()) + " has left its training loop (it finished)";
+    return false;
+  }
   for (std::uint32_t r = 0; r < settings_.world_size; ++r) {
     const auto it = rejoinable_.find(r);
     if (it == rejoinable_.end() || it->second != generation_) {
@@ -99,11 +104,21 @@ std::optional<RejoinPhases> Rejoin::rejoinable(std::uint32_t rank, std::uint32_t
   phases.place = seconds_between(*all_waiting_at_, *placed_at_);
   phases.regroup = seconds_between(*placed_at_, now);
   ++completed_;
+  first_step_of_ = generation_;
+  last_failed_at_ = failed_at_;
+  last_rejoined_at_ = now;
   failed_.reset();
   placed_at_.reset();
   all_waiting_at_.reset();
   waiting_.clear();
   return phases;
+}
+
+std::optional<RejoinFirstStep> Rejoin::first_step(std::uint32_t generation, Clock::time_point now) {
+  if (first_step_of_ != generation) return std::nullopt;
+  first_step_of_.reset();
+  return RejoinFirstStep{seconds_between(last_rejoined_at_, now),
+                         seconds_between(last_failed_at_, now)};
 }
 
 bool Rejoin::past_deadline(Clock::time_point now) const {

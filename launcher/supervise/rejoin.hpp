@@ -22,6 +22,13 @@ struct RejoinPhases {
   double total() const { return tear_down + place + regroup; }
 };
 
+// The first step taken after a rejoin: from the rejoin's end, and from the failure (the
+// "rejoin-first-step" event).
+struct RejoinFirstStep {
+  double after_rejoin = 0;
+  double after_failure = 0;
+};
+
 class Rejoin {
  public:
   using Clock = std::chrono::steady_clock;
@@ -40,6 +47,9 @@ class Rejoin {
   // every rank has said so for its generation: then the phases, once.
   std::optional<RejoinPhases> rejoinable(std::uint32_t rank, std::uint32_t generation,
                                          Clock::time_point now);
+  // `rank` left its training loop for good ("rejoin-off": it finished, or stops): it can no
+  // longer rejoin, so neither can the others until a new attempt.
+  void left(std::uint32_t rank) { left_.insert(rank); }
   // A survivor left its loop after a peer's failure in `generation` ("rejoin-waiting"), which
   // may come before the failed rank's end begins the rejoin.
   void waiting(std::uint32_t rank, std::uint32_t generation, Clock::time_point now);
@@ -62,6 +72,9 @@ class Rejoin {
   // Ends a rejoin that failed (another failure, the deadline): no rejoin from now on.
   void give_up();
   std::uint32_t completed() const { return completed_; }
+  // A rank took its first step in `generation`: once, after the rejoin that made it, how long
+  // after that rejoin's end and after its failure.
+  std::optional<RejoinFirstStep> first_step(std::uint32_t generation, Clock::time_point now);
   // Whether a standby would be of use now: a rejoin could begin (enabled, not given up, one
   // left under the limit, none under way) and every rank is up in the current generation, so
   // that the standby's imports no longer compete with the ranks' own start.
@@ -74,12 +87,17 @@ class Rejoin {
   void note_all_waiting(Clock::time_point now);
 
   std::set<std::uint32_t> waiting_;  // ranks that said they wait, in generation_
+  std::set<std::uint32_t> left_;     // ranks that left their loop for good
   std::optional<std::uint32_t> failed_;
   Clock::time_point failed_at_{};
   std::optional<Clock::time_point> all_waiting_at_;
   std::optional<Clock::time_point> placed_at_;
   std::uint32_t completed_ = 0;
   bool given_up_ = false;
+  // The last completed rejoin, until its generation's first step is reported.
+  std::optional<std::uint32_t> first_step_of_;
+  Clock::time_point last_failed_at_{};
+  Clock::time_point last_rejoined_at_{};
 };
 
 }  // namespace primus::launch

@@ -242,6 +242,7 @@ class _Run:
         self.pending, self.saved_step = None, None
         self.ran, self.started = 0, None
         self.restore_seconds = None
+        self.first_step_due = False
 
     def state(self):
         saved = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -308,8 +309,11 @@ class _Run:
         while True:
             if rejoin:
                 _rejoin.announce(self.restore_seconds)
+                # In a generation after a rejoin rank 0 says when its first step is done (the
+                # rejoin's last phase, the "rejoin-first-step" event).
+                self.first_step_due = _rejoin.generation() > 0 and self.job.rank == 0
             try:
-                return self.epochs(count)
+                stopped = self.epochs(count)
             except Exception as error:
                 if not (rejoin and _rejoin.is_peer_failure(error)):
                     raise
@@ -318,6 +322,10 @@ class _Run:
                 notice = _rejoin.wait_for_notice(error)
                 if notice is None or not notice.get("resume"):
                     raise  # primus-launch restarts the ranks (it rejoins from a checkpoint only)
+            else:
+                if rejoin:  # this rank's loop is over: a peer that fails now cannot be rejoined
+                    _control.event("rejoin-off", generation=_rejoin.generation())
+                return stopped
             # The failure's traceback is gone: the loop's iterators (a DataLoader's workers) with
             # it.
             self.rejoin(notice)
@@ -375,6 +383,9 @@ class _Run:
             for batch in batches:
                 left -= 1
                 self.train_step(batch, epoch.epoch, left)
+                if self.first_step_due:
+                    self.first_step_due = False
+                    _control.event("first-step", generation=_rejoin.generation())
                 step = self.step
                 window_steps += 1
                 if self.log_every and step % self.log_every == 0:

@@ -18,6 +18,9 @@ and prints a table per fault and instant. Exit status 1 when any trial is not ok
 
   campaign.py --quick           the fixed set that scripts/test runs (a few minutes)
   campaign.py --trials N --seed S   N trials over every fault and instant, seeded
+  --recover restart|rejoin|both  the faults of a running job with --primus-recover=restart, with
+                                 =rejoin (a fault named FAULT@rejoin; flip-copy and standby-dies
+                                 exist only there), or both (the default)
 """
 
 import argparse
@@ -39,8 +42,8 @@ sys.path.insert(0, str(HERE.parent / "python"))
 
 import fault_job  # noqa: E402
 import train_oracle  # noqa: E402
-from injectors import (IoErrors, build_eio_library, damage_newest, signal_launcher,  # noqa: E402
-                       signal_rank, user_stop)
+from injectors import (IoErrors, build_eio_library, damage_newest,  # noqa: E402
+                       kill_standby_then_rank, signal_launcher, signal_rank, user_stop)
 
 STOP_GRACE = 15  # --primus-stop-grace of every trial: the deadline after a stop
 HANG_TIMEOUT = 6  # --primus-hang-timeout
@@ -82,7 +85,21 @@ FAULTS = {
     "truncate-newest": (damage_newest("truncate"), {0}, True),
     "disk-full": (None, set(), True),  # disk_full(): a trial of its own
     "eio-save": (None, set(), True),  # eio_save(): a trial of its own
+    # With --primus-recover=rejoin (issue 43): rank 1 killed while rank 0's committed step in
+    # memory has a bit flipped in every replicated tensor (FAULT_ENV), and the standby killed
+    # just before rank 1 is.
+    "flip-copy": (signal_rank(signal.SIGKILL), {0}, False),
+    "standby-dies": (kill_standby_then_rank(), {0}, False),
 }
+# What a fault's job runs with, beyond JOB_ENV (tests/python/train_cnn.py's knobs).
+FAULT_ENV = {"flip-copy": {"FLIP_COPY": "0"}}
+# A fault name may end with this: the trial runs with --primus-recover=rejoin, with slower
+# steps: the standby imports torch beside the ranks, and on two cores the campaign itself then
+# aimed its faults a second late, after the training had ended (no rejoin to make).
+REJOIN = "@rejoin"
+REJOIN_ENV = {"STEP_SLEEP": "0.15"}
+REJOINED = collections.Counter()  # rejoin trials: how many rejoined (and how many did not)
+REJOIN_ONLY = ("flip-copy", "standby-dies")  # meaningless without a rejoin
 EIO_SECONDS = 2.0  # how long writes under the checkpoint directory fail with EIO
 EIO_LIBRARY = None  # eio_preload.so, built by main() (None: no C compiler here)
 
@@ -146,15 +163,23 @@ def end_of(run, timeout):
 def trial(work, launcher, options, data, reference, fault, instant, rng, keep):
     """One trial; returns (verdict, detail)."""
     token = secrets.token_hex(8)
-    job = fault_job.Job(work / f"{fault}-{instant}-{token}", launcher, data, token,
-                        options=options, env=JOB_ENV)
+    base, rejoin = fault.removesuffix(REJOIN), fault.endswith(REJOIN)
+    job = fault_job.Job(work / f"{base}-{'rejoin-' if rejoin else ''}{instant}-{token}", launcher,
+                        data, token,
+                        options=list(options) + (["--primus-recover=rejoin"] if rejoin else []),
+                        env={**JOB_ENV, **(REJOIN_ENV if rejoin else {}),
+                             **FAULT_ENV.get(base, {})})
+    fault = base
     try:
         if fault == "disk-full":
             return disk_full(job, reference)
         if fault == "eio-save":
             return eio_save(job, reference, rng)
         outcome = fault_run(job, fault, instant, rng)
-        return outcome if outcome else judge_after(job, reference)
+        verdict = outcome if outcome else judge_after(job, reference)
+        if rejoin and verdict[0] != "missed":
+            REJOINED[any(e["event"] == "rejoined" for e in job.events())] += 1
+        return verdict
     finally:
         for run in job.runs:
             if run.poll() is None:
@@ -304,6 +329,10 @@ QUICK = [
     ("sigterm-launcher", "resume-load"), ("sigterm-launcher", "last-step"),
     ("sigterm-launcher", "after-last"),
     ("flip-newest", "-"), ("truncate-newest", "-"), ("disk-full", "-"), ("eio-save", "-"),
+    # The same contract with the ranks that survive a rank's failure kept alive (issue 43).
+    ("sigkill-rank@rejoin", "mid-training"), ("sigkill-rank@rejoin", "commit"),
+    ("sigstop-rank@rejoin", "mid-training"), ("sigterm-launcher@rejoin", "mid-training"),
+    ("flip-copy@rejoin", "mid-training"), ("standby-dies@rejoin", "mid-training"),
 ]
 
 
@@ -315,8 +344,14 @@ def plan(args):
     trials = []
     pairs = [(f, i) for f in FAULTS for i in INSTANTS if not FAULTS[f][2] and i != "before-save"] + \
         [(f, "-") for f in FAULTS if FAULTS[f][2]]
+    pairs = [(f, i) for f, i in pairs if f not in REJOIN_ONLY]
+    if args.recover in ("rejoin", "both"):
+        rejoined = [(f + REJOIN, i) for f, i in pairs if not FAULTS[f][2]] + \
+            [(f + REJOIN, i) for f in REJOIN_ONLY for i in ("mid-training", "commit")]
+        pairs = rejoined if args.recover == "rejoin" else pairs + rejoined
     pairs = [(f, i) for f, i in pairs
-             if (not args.only or f == args.only) and (not args.at or i == args.at)]
+             if (not args.only or f.removesuffix(REJOIN) == args.only) and
+             (not args.at or i == args.at)]
     if not pairs:
         sys.exit("campaign.py: no fault and instant match --only and --at")
     for n in range(args.trials):
@@ -332,6 +367,9 @@ def main():
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--only", help="a fault name: only its trials")
+    parser.add_argument("--recover", choices=("restart", "rejoin", "both"), default="both",
+                        help="the trials' --primus-recover: restart, rejoin (the faults of a "
+                             "running job), or both (the default)")
     parser.add_argument("--at", help="an instant's name: only its trials")
     parser.add_argument("--ready-seconds", type=float,
                         help="the start's length for the rendezvous instant, where the launcher "
@@ -389,7 +427,8 @@ def main():
             for p in burners:
                 p.join()
     for fault, instant, rng in ([] if args.finish else plan(args)):
-        if (args.only and fault != args.only) or (args.at and instant != args.at):
+        if (args.only and fault.removesuffix(REJOIN) != args.only) or \
+                (args.at and instant != args.at):
             continue
         began = time.monotonic()
         # A trial whose run ended before its instant is drawn again (a fixed set must try what
@@ -410,6 +449,10 @@ def main():
     total = sum(sum(c.values()) for c in verdicts.rows.values())
     print(f"\n{total} trials in {time.monotonic() - started:.0f} s, "
           f"{len(verdicts.failures)} not ok")
+    if REJOINED:
+        print(f"with --primus-recover=rejoin: {REJOINED[True]} trials rejoined, "
+              f"{REJOINED[False]} restarted or ended (a fault before the first commit, or at a "
+              "stop or the end)")
     if args.junit:
         write_junit(args.junit, cases)
     if not args.work:

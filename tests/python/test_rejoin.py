@@ -86,6 +86,11 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
     assert rejoined["details"]["restore_sources"] == "memory 3, peer 1", rejoined
     assert 0 < float(rejoined["details"]["restore_seconds"]) < float(
         rejoined["details"]["seconds"]), rejoined
+    first = [e for e in events if e["event"] == "rejoin-first-step"]
+    assert len(first) == 1 and first[0]["details"]["generation"] == "1", first
+    assert float(first[0]["details"]["after_failure_seconds"]) >= \
+        float(rejoined["details"]["seconds"]) + float(first[0]["details"]["after_rejoin_seconds"]) \
+        - 0.002, (rejoined, first)
     assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
     logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
     # No second standby: the one rejoin --primus-max-restarts=1 allows is spent.

@@ -273,8 +273,43 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   EXPECT_NE(text.find("\"regroup_seconds\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_seconds\": \"0.040\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_sources\": \"memory 1, peer 3\""), std::string::npos) << text;
+  // Rank 0's first step in generation 1 ends the rejoin's phases, once.
+  const Report first = said(0, "first-step", 1);
+  reports.handle(first);
+  reports.handle(first);
+  const std::string after = events_text();
+  const auto at = after.find("\"rejoin-first-step\"");
+  ASSERT_NE(at, std::string::npos) << after;
+  EXPECT_EQ(after.find("\"rejoin-first-step\"", at + 1), std::string::npos) << after;
+  EXPECT_NE(after.find("\"after_failure_seconds\""), std::string::npos) << after;
   // No rejoin is left (limit 1): the next failure ends the attempt as before.
   EXPECT_EQ(reports.rank_ended(1, 3 << 8), RankAction::kEndForFailure);
+}
+
+// A survivor that ends, even with 0 (it had finished its loop when the failure came), will
+// never rejoin: the rejoin is given up at once, not at its deadline.
+TEST_F(RankReportsTest, ASurvivorThatEndsDuringARejoinGivesItUp) {
+  Rejoin::Settings settings;
+  settings.enabled = true;
+  settings.world_size = 3;
+  settings.limit = 1;
+  Rejoin rejoin(settings);
+  AttemptContext c = context(false, 3);
+  c.rejoin = &rejoin;
+  c.resume_point = true;
+  RankReports reports(c);
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    Report said = event(r, "rejoinable");
+    said.generation = 0;
+    reports.handle(said);
+  }
+  EXPECT_EQ(reports.rank_ended(1, 9), RankAction::kRejoin);
+  EXPECT_EQ(reports.rank_ended(0, 0), RankAction::kEndForFailure);
+  EXPECT_FALSE(rejoin.under_way());
+  EXPECT_NE(events_text().find("while the others waited to rejoin"), std::string::npos);
+  const AttemptReport report = reports.finish();
+  ASSERT_EQ(report.ends.size(), 2U);
+  EXPECT_EQ(report.ends[0].rank, 1) << "the failed rank's end is the root cause";
 }
 
 TEST_F(RankReportsTest, AFailureDuringARejoinGivesItUpAndTheFirstFailureIsTheRootCause) {

@@ -47,6 +47,18 @@ TEST(LaunchRejoin, ARankFailureBecomesARejoinOnlyWhenEveryRankCanRejoin) {
   EXPECT_EQ(why, "rank 1's rejoin was under way");
 }
 
+// A rank whose training loop is over (it finished) can never rejoin: a failure after it is a
+// restart's.
+TEST(LaunchRejoin, NoRejoinOnceARankHasLeftItsLoop) {
+  const Clock::time_point t0{};
+  Rejoin rejoin(four_ranks());
+  all_rejoinable(rejoin, 0, t0);
+  rejoin.left(3);
+  std::string why;
+  EXPECT_FALSE(rejoin.begin(1, true, t0, why));
+  EXPECT_EQ(why, "rank 3 has left its training loop (it finished)");
+}
+
 TEST(LaunchRejoin, TheReplacementIsPlacedOnceEverySurvivorWaitsAndTheRejoinEndsWithItsPhases) {
   const Clock::time_point t0{};
   Rejoin rejoin(four_ranks());
@@ -76,6 +88,13 @@ TEST(LaunchRejoin, TheReplacementIsPlacedOnceEverySurvivorWaitsAndTheRejoinEndsW
   EXPECT_DOUBLE_EQ(phases->regroup, 1.0);
   EXPECT_FALSE(rejoin.under_way());
   EXPECT_EQ(rejoin.completed(), 1u);
+  // The first step of generation 1, once: from the rejoin's end and from the failure.
+  EXPECT_FALSE(rejoin.first_step(0, t0 + milliseconds(1500)));
+  const auto first = rejoin.first_step(1, t0 + milliseconds(1700));
+  ASSERT_TRUE(first);
+  EXPECT_DOUBLE_EQ(first->after_rejoin, 0.3);
+  EXPECT_DOUBLE_EQ(first->after_failure, 1.6);
+  EXPECT_FALSE(rejoin.first_step(1, t0 + milliseconds(1800))) << "once";
   // The next failure may rejoin again, in generation 1.
   EXPECT_TRUE(rejoin.begin(0, true, t0 + milliseconds(2000), why)) << why;
 }
