@@ -1,5 +1,6 @@
 #include "primus/ckpt/checkpoint.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,10 +19,7 @@ namespace primus::ckpt {
 namespace {
 
 bool is_origin(const Shape& offset) {
-  for (const std::uint64_t at : offset) {
-    if (at != 0) return false;
-  }
-  return true;
+  return std::all_of(offset.begin(), offset.end(), [](std::uint64_t at) { return at == 0; });
 }
 
 // A manifest lists every shard of every tensor in about 200 bytes each: 64 MiB holds some 300,000

@@ -12,11 +12,13 @@ At a rejoin every rank loads the new generation's resume point at once (restore(
 1. Each rank that holds a copy of that very step checks its copy of every replicated tensor
    against the CRC-32C its owner computed (the manifest's).
 2. One allreduce of a table (rank x tensor: no copy, fails, verifies) tells every rank, for
-   each tensor, the lowest rank whose copy verifies: the source, which broadcasts it
-   (primus.comm, which a peer's failure aborts). Every other rank checks what it got against
-   the same CRC-32C; a tensor that fails is read from the file instead. A copy that fails is
-   named in a warning where no lower rank's verified (a rank's BatchNorm statistics are its
-   own: only the owner's were saved, so another rank's copy of them never verifies).
+   each tensor, the lowest rank whose copy verifies: the source. The source sends the tensor
+   (primus.comm's point-to-point messages, which a peer's failure aborts) to the ranks whose
+   copy did not verify, or broadcasts it where they are most of the ranks; each of them checks
+   what it got against the same CRC-32C, and a tensor that fails is read from the file instead.
+   A rank whose copy verified restores from it where it lies. A copy that fails is named in a
+   warning where no lower rank's verified (a rank's BatchNorm statistics are its own: only the
+   owner's were saved, so another rank's copy of them never verifies).
 3. A rank's own tensors (PerRank) come from its own copy where that verifies.
 The rest comes from the checkpoint's files, verified as always: the replacement's RNG state and
 data cursor (small), the tensors no copy of which verifies, and everything when no rank holds
@@ -245,7 +247,7 @@ def restore(checkpoint, rank, world_size, comm):
                       f"first: {in_line[0]!r} differs from its saved CRC-32C): the next rank's "
                       "copy or the file is used", RuntimeWarning, stacklevel=2)
     if rejected:
-        warnings.warn(f"primus.checkpoint: {len(rejected)} tensor(s) broadcast to rank {rank} do "
+        warnings.warn(f"primus.checkpoint: {len(rejected)} tensor(s) sent to rank {rank} do "
                       f"not verify (the first: {rejected[0]!r}): they are read from the file",
                       RuntimeWarning, stacklevel=2)
     from_memory = sum(out.nbytes for out in filled.values()) - received
