@@ -2,6 +2,7 @@
 #include "process/child_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -44,6 +45,10 @@ int signal_number(std::string_view name) {
 
 void setup_child(const ChildSetup& setup) {
   if (setup.own_group) ::setpgid(0, 0);
+  if (setup.idle) {
+    const sched_param lowest{};
+    ::sched_setscheduler(0, SCHED_IDLE, &lowest);
+  }
   if (setup.die_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != setup.parent) ::_exit(1);
@@ -91,6 +96,17 @@ void ExecArgs::exec() const {
   for (const char* part : parts)
     write_all(STDERR_FILENO, part, std::strlen(part));
   ::_exit(error == ENOENT ? kExitNotFound : kExitCannotRun);
+}
+
+pid_t spawn_child(const ChildSetup& setup, const ExecArgs& exec) {
+  // The clang-analyzer checks flag any call in a vfork child, and the parent's wait until the
+  // exec, which is the point.
+  const pid_t pid = ::vfork();  // NOLINT(clang-analyzer-security.insecureAPI.vfork)
+  if (pid == 0) {
+    setup_child(setup);  // NOLINT(clang-analyzer-unix.Vfork)
+    exec.exec();
+  }
+  return pid;
 }
 
 void raise_open_file_limit() {

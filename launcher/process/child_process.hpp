@@ -39,6 +39,8 @@ struct ChildSetup {
   bool keep_signal_mask = false;
   int output = -1;  // dup'ed onto standard output and error; -1: inherited
   int input = -1;   // dup'ed onto standard input; -1: /dev/null
+  // SCHED_IDLE: the child runs only where a CPU would otherwise idle (run_command's `idle`).
+  bool idle = false;
 };
 
 // In the child, right after fork or vfork (async-signal-safe calls only, nothing written but
@@ -67,6 +69,13 @@ class ExecArgs {
   bool own_env_ = false;
   std::vector<char*> argv_p_, env_p_;
 };
+
+// Starts `exec` in a child set up as `setup` says, with vfork: the child borrows the caller's
+// memory until it execs, instead of a copy of its page tables that the first writes on either
+// side then fault apart (a rank's start 2.65 -> 2.37 ms; srun's, from a launcher that has
+// started its threads, 3.3 ms under strace for a fork). The child does only what setup_child and
+// exec do, with everything built before (ExecArgs). Returns the child's pid, or -1 with errno.
+pid_t spawn_child(const ChildSetup& setup, const ExecArgs& exec);
 
 // The launcher holds a descriptor or two per rank (control connections, output pipes): it
 // raises its soft limit on open files to the hard one, and gives a child the limit it was given

@@ -18,23 +18,20 @@
 namespace primus::launch {
 
 CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout,
-                          bool shielded) {
+                          bool shielded, bool idle) {
   CommandOutput result;
   int fds[2];
   if (argv.empty() || ::pipe2(fds, O_CLOEXEC) != 0) return result;
   const ExecArgs exec(argv.front(), argv, std::nullopt);
   ChildSetup child;
   child.keep_signal_mask = shielded;
+  child.idle = idle;
   child.output = fds[1];
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn_child(child, exec);
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
     return result;
-  }
-  if (pid == 0) {
-    setup_child(child);
-    exec.exec();
   }
   ::close(fds[1]);
   const auto until = std::chrono::steady_clock::now() + timeout;

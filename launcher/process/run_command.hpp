@@ -18,9 +18,11 @@ struct CommandOutput {
 // and stderr together; killed after `timeout`. `shielded`: the command keeps the caller's
 // blocked signals blocked (the launcher's stop signals), so that Slurm's SIGTERM to every process
 // of a job being requeued does not end it halfway (seen on the testbed: an `scontrol release`
-// started just after `scontrol requeuehold` died of it, and the job stayed held).
+// started just after `scontrol requeuehold` died of it, and the job stayed held). `idle`: the
+// command runs under SCHED_IDLE, taking only CPU time nothing else wants (a bookkeeping call
+// made while a step starts must not slow the step's start on a small node).
 CommandOutput run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout,
-                          bool shielded = false);
+                          bool shielded = false, bool idle = false);
 
 // A Primus program (primus-ckpt, primus-data) beside primus-launch (the same bin directory, or
 // the build tree), else the one in PATH.

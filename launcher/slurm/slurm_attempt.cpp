@@ -37,12 +37,8 @@ pid_t start_srun(const SrunStep& setup) {
   child.own_group = true;
   child.die_with_parent = true;
   child.parent = ::getpid();
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn_child(child, exec);
   if (pid < 0) throw Error(std::string("cannot fork srun: ") + std::strerror(errno));
-  if (pid == 0) {
-    setup_child(child);
-    exec.exec();
-  }
   ::setpgid(pid, pid);
   return pid;
 }

@@ -89,9 +89,9 @@ std::optional<std::time_t> parse_slurm_time(const std::string& text) {
   return seconds;
 }
 
-std::optional<JobFacts> query_job(const std::string& job) {
-  const CommandOutput out =
-      run_command({"scontrol", "show", "job", "-o", job}, std::chrono::seconds(30));
+std::optional<JobFacts> query_job(const std::string& job, bool idle) {
+  const CommandOutput out = run_command({"scontrol", "show", "job", "-o", job},
+                                        std::chrono::seconds(30), /*shielded=*/false, idle);
   if (out.status != 0) {
     std::cerr << "primus-launch: scontrol show job " << job << " failed: " << out.output;
     return std::nullopt;
@@ -132,8 +132,9 @@ std::optional<std::string> job_dir_from_comment(const std::string& comment) {
 }
 
 std::optional<std::string> set_job_comment(const std::string& job, const std::string& text) {
-  const CommandOutput out = run_command({"scontrol", "update", "JobId=" + job, "Comment=" + text},
-                                        std::chrono::seconds(30));
+  const CommandOutput out =
+      run_command({"scontrol", "update", "JobId=" + job, "Comment=" + text},
+                  std::chrono::seconds(30), /*shielded=*/false, /*idle=*/true);
   if (out.status == 0) return std::nullopt;
   return out.output.empty() ? std::string("scontrol update failed") : out.output;
 }

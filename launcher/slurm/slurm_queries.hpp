@@ -39,8 +39,9 @@ JobFacts job_facts(const std::map<std::string, std::string>& record);
 // nullopt for anything else (Unknown, None).
 std::optional<std::time_t> parse_slurm_time(const std::string& text);
 
-// scontrol show job -o JOB; nullopt (and a line on stderr) when scontrol fails.
-std::optional<JobFacts> query_job(const std::string& job);
+// scontrol show job -o JOB; nullopt (and a line on stderr) when scontrol fails. `idle`: scontrol
+// runs under SCHED_IDLE (run_command).
+std::optional<JobFacts> query_job(const std::string& job, bool idle = false);
 // scancel --signal=NAME TARGET (TARGET: "job" or "job.step"); true when scancel succeeded.
 bool signal_job(const std::string& target, int sig);
 // scancel TARGET: SIGKILL to a step (or the job).
@@ -49,7 +50,8 @@ bool cancel(const std::string& target);
 // the directory back from a Comment (nullopt: not one of ours).
 std::string job_dir_comment(const std::string& job_dir);
 std::optional<std::string> job_dir_from_comment(const std::string& comment);
-// scontrol update JobId=JOB Comment=TEXT; the error scontrol printed when it fails.
+// scontrol update JobId=JOB Comment=TEXT, under SCHED_IDLE; the error scontrol printed when it
+// fails.
 std::optional<std::string> set_job_comment(const std::string& job, const std::string& text);
 // The arguments of the Primus plugin's line in a plugstack.conf text (pure): the words after
 // the plugin's path on the first line naming a primus.so; empty when there is none.
