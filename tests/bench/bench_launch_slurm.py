@@ -3,7 +3,10 @@
 plugin). As the testbed's user, inside one allocation of 4 nodes x 2 tasks:
   - start: `primus-launch -- /bin/true` against `srun --primus /bin/true` (the limit: the same
     step without the launcher), ROUNDS rounds interleaved, the order alternating; goal: the
-    medians' ratio <= 1.10;
+    medians' ratio <= 1.10. Beside them, for the record, the same step of primus-task wrappers
+    without the launcher (`srun --primus primus-task -- /bin/true`, no control channel): what
+    a wrapper process per task costs by itself, which on a machine with slow process starts is
+    most of the launcher's share (docs/performance.md);
   - should_stop(): 8 ranks under primus-launch, median and p99 per call against a gloo all_reduce
     of one int in the same job, with an agreement at every call (PRIMUS_STOP_INTERVAL=0: by
     default it agrees about every half second, and most calls run no collective); goal:
@@ -68,16 +71,20 @@ def main():
         os.chmod(work, 0o755)
         if os.geteuid() == 0:
             os.chown(work, pw.pw_uid, pw.pw_gid)
+        task = inst / "libexec" / "primus" / "primus-task"
         driver = work / "driver.sh"
         driver.write_text(f"""#!/bin/bash
 . /usr/share/lmod/lmod/init/bash; module use {inst}/share/modulefiles; module load primus
 export OMP_NUM_THREADS=1
 t() {{ local a b; a=$(date +%s.%N); "$@" >/dev/null 2>&1 || {{ echo "FAILED $*"; return 1; }}
       b=$(date +%s.%N); echo "$1 $(awk -v a=$a -v b=$b 'BEGIN {{ printf "%.4f", b - a }}')"; }}
-for i in 1 2; do t srun --primus /bin/true; t primus-launch --primus-job-dir={work}/j -- /bin/true; done
+w() {{ PRIMUS_LAUNCH_LOG_DIR={work}/w PRIMUS_LAUNCH_RESTARTS=0 t srun --primus {task} -- /bin/true \
+      | sed 's/^srun /wrappers /'; }}
+mkdir -p {work}/w
+for i in 1 2; do t srun --primus /bin/true; t primus-launch --primus-job-dir={work}/j -- /bin/true; w; done
 for ((i = 0; i < {rounds}; i++)); do
-  if (( i % 2 )); then t srun --primus /bin/true; t primus-launch --primus-job-dir={work}/j -- /bin/true
-  else t primus-launch --primus-job-dir={work}/j -- /bin/true; t srun --primus /bin/true; fi
+  if (( i % 2 )); then t srun --primus /bin/true; w; t primus-launch --primus-job-dir={work}/j -- /bin/true
+  else t primus-launch --primus-job-dir={work}/j -- /bin/true; w; t srun --primus /bin/true; fi
 done
 PRIMUS_STOP_INTERVAL=0 primus-launch --primus-job-dir={work}/s -- {PYTHON} {work}/should_stop_rank.py | grep '^{{'
 GLOG_minloglevel=2 primus-launch --primus-job-dir={work}/d -- {PYTHON} {work}/ddp_rank.py | grep '^{{'
@@ -95,9 +102,9 @@ wait
         as_user = ["runuser", "-u", user, "--"] if os.geteuid() == 0 else []
         res = subprocess.run([*as_user, *base, "salloc", "-N4", "--ntasks-per-node=2", "--primus",
                               str(driver)], capture_output=True, text=True, cwd=work, timeout=900)
-        times = {"srun": [], "primus-launch": []}
+        times = {"srun": [], "primus-launch": [], "wrappers": []}
         for line in res.stdout.splitlines():
-            m = re.match(r"^(srun|primus-launch) ([0-9.]+)$", line)
+            m = re.match(r"^(srun|primus-launch|wrappers) ([0-9.]+)$", line)
             if m:
                 times[m.group(1)].append(float(m.group(2)))
             elif line.startswith("FAILED"):
@@ -112,8 +119,12 @@ wait
             med[name] = statistics.median(values)
             print(f"  {name + ' /bin/true':>24}: median {med[name] * 1e3:7.1f} ms  "
                   f"(min {min(values) * 1e3:.1f}, max {max(values) * 1e3:.1f})")
-        if len(med) == 2:
+        if "srun" in med and "primus-launch" in med:
             ratio = med["primus-launch"] / med["srun"]
+            if "wrappers" in med:
+                print(f"# for the record: the wrappers alone take {med['wrappers'] / med['srun']:.3f}"
+                      f" x srun --primus; primus-launch takes {ratio / (med['wrappers'] / med['srun']):.3f}"
+                      f" x the wrappers alone")
             print(f"# primus-launch / srun --primus: {ratio:.2f} (goal <= 1.10)")
             if ratio > 1.10:
                 failures.append(f"primus-launch takes {ratio:.2f} x srun --primus (goal <= 1.10)")
