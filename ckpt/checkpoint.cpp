@@ -255,6 +255,29 @@ void Checkpoint::read_into(const std::string& name, const Shape& offset, const S
   }
 }
 
+void Checkpoint::read_whole(const std::vector<WholeRead>& reads) const {
+  if (!open_files_) throw Error("read from a Checkpoint that was moved from");
+  std::map<std::string, std::vector<RankFile::PartRead>> by_file;
+  for (const WholeRead& r : reads) {
+    const TensorEntry& entry = tensor(r.name);
+    const std::size_t bytes = element_count(entry.global_shape) * dtype_size(entry.dtype);
+    if (r.bytes != bytes) {
+      throw Error("tensor '" + r.name + "': the destination holds " + std::to_string(r.bytes) +
+                  " bytes, the tensor " + std::to_string(bytes));
+    }
+    const Shard* whole = entry.shards.size() == 1 ? &entry.shards.front() : nullptr;
+    if (whole == nullptr || entry.global_shape.empty() || whole->shape != entry.global_shape ||
+        !is_origin(whole->offset)) {
+      read_into(r.name, {}, {}, r.out, r.bytes);  // assembled from its shards
+      continue;
+    }
+    by_file[whole->file].push_back(
+        {whole->dataset, entry.dtype, whole->shape, whole->crc32c, r.out, r.bytes});
+  }
+  for (const auto& [file, parts] : by_file)
+    open_files_->get(dir_, file).read_all(parts);
+}
+
 bool Checkpoint::is_saved_copy(const std::string& name, const Shape& offset, const Shape& shape,
                                const void* data, std::size_t bytes) const {
   const auto it = manifest_.tensors.find(name);

@@ -32,13 +32,35 @@ void read_piece(int fd, const ReadPiece& piece) {
   }
 }
 
-std::uint32_t read_then_checksum(int fd, const std::vector<ReadPiece>& pieces) {
-  Crc32c crc;
-  for (const ReadPiece& piece : pieces) {
-    read_piece(fd, piece);
-    crc.update(piece.into, piece.bytes);
+// The checksums of the segments (read_with_checksums), fed the pieces in order.
+class SegmentSums {
+ public:
+  explicit SegmentSums(const std::vector<std::size_t>& ends) : ends_(ends) {}
+  void add(std::size_t k, const ReadPiece& piece) {
+    crc_.update(piece.into, piece.bytes);
+    if (segment_ < ends_.size() && k + 1 == ends_[segment_]) {
+      sums_.push_back(crc_.value());
+      crc_ = Crc32c();
+      ++segment_;
+    }
   }
-  return crc.value();
+  std::vector<std::uint32_t> take() { return std::move(sums_); }
+
+ private:
+  const std::vector<std::size_t>& ends_;
+  std::size_t segment_ = 0;
+  Crc32c crc_;
+  std::vector<std::uint32_t> sums_;
+};
+
+std::vector<std::uint32_t> read_then_checksum(int fd, const std::vector<ReadPiece>& pieces,
+                                              const std::vector<std::size_t>& ends) {
+  SegmentSums sums(ends);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    read_piece(fd, pieces[k]);
+    sums.add(k, pieces[k]);
+  }
+  return sums.take();
 }
 
 // The pieces read so far, handed from the reading threads to the checksum thread, which takes
@@ -156,29 +178,35 @@ void ask_for_what_follows(int fd, const std::vector<ReadPiece>& pieces) {
 }  // namespace
 
 std::uint32_t read_with_checksum(int fd, const std::vector<ReadPiece>& pieces, int readers) {
-  if (pieces.size() < 2) return read_then_checksum(fd, pieces);
+  if (pieces.empty()) return Crc32c().value();
+  return read_with_checksums(fd, pieces, {pieces.size()}, readers).front();
+}
+
+std::vector<std::uint32_t> read_with_checksums(int fd, const std::vector<ReadPiece>& pieces,
+                                               const std::vector<std::size_t>& ends, int readers) {
+  if (pieces.size() < 2) return read_then_checksum(fd, pieces, ends);
   const std::size_t stride = readers > 1 ? 2 : 1;
   Handoff handoff(pieces.size());
-  Crc32c crc;
+  SegmentSums sums(ends);
   std::thread summer;
   std::thread second_reader;
   try {
     summer = std::thread([&] {
       for (std::size_t k = 0; k < pieces.size() && handoff.wait_for(k); ++k)
-        crc.update(pieces[k].into, pieces[k].bytes);
+        sums.add(k, pieces[k]);
     });
     if (stride == 2) second_reader = std::thread([&] { read_share(fd, pieces, 1, 2, handoff); });
   } catch (const std::system_error&) {
     handoff.fail(std::make_exception_ptr(PieceReadError{EAGAIN}));
     if (summer.joinable()) summer.join();
-    return read_then_checksum(fd, pieces);  // no thread to spare: one after the other
+    return read_then_checksum(fd, pieces, ends);  // no thread to spare: one after the other
   }
   read_share(fd, pieces, 0, stride, handoff);
   if (stride == 1) ask_for_what_follows(fd, pieces);
   if (second_reader.joinable()) second_reader.join();
   summer.join();
   if (const std::exception_ptr error = handoff.error()) std::rethrow_exception(error);
-  return crc.value();
+  return sums.take();
 }
 
 }  // namespace primus::ckpt

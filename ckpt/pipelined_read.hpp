@@ -32,4 +32,12 @@ struct PieceReadError {
 // Throws PieceReadError (after every thread it started has stopped).
 std::uint32_t read_with_checksum(int fd, const std::vector<ReadPiece>& pieces, int readers);
 
+// As read_with_checksum, over the pieces of several tensors in one pass: segment s is pieces
+// [ends[s - 1], ends[s]) (ends ascending, none empty, the last pieces.size()), and each
+// segment's CRC32C is returned. A call per tensor lets the reads drain at every tensor's end
+// (its threads end, the next call starts its own: 4.6 to 5.6 ms with nothing read, traced on a
+// cold load of 16 tensors); one pass keeps them going from one tensor to the next.
+std::vector<std::uint32_t> read_with_checksums(int fd, const std::vector<ReadPiece>& pieces,
+                                               const std::vector<std::size_t>& ends, int readers);
+
 }  // namespace primus::ckpt

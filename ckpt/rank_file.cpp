@@ -167,6 +167,70 @@ void RankFile::read(const std::string& dataset, DType dtype, const Shape& shape,
 std::optional<std::uint32_t> RankFile::read_direct(const std::string& dataset, hid_t handle,
                                                    const Shape& shape, std::size_t element,
                                                    void* out, std::size_t bytes) const {
+  const auto pieces = direct_pieces(dataset, handle, shape, element, out, bytes);
+  if (!pieces) return std::nullopt;
+  // From the disk one stream (in order), from the page cache two copies at once.
+  const int readers = !pieces->empty() && in_page_cache(fd_.get(), pieces->front()) ? 2 : 1;
+  try {
+    return read_with_checksum(fd_.get(), *pieces, readers);
+  } catch (const PieceReadError& failure) {
+    if (failure.error == 0) corrupt(dataset + ": the file ends inside its data");
+    corrupt(dataset + ": cannot read: " + std::strerror(failure.error));
+  }
+}
+
+void RankFile::read_all(const std::vector<PartRead>& parts) const {
+  struct Planned {
+    const PartRead* part;
+    std::vector<ReadPiece> pieces;
+  };
+  std::vector<Planned> planned;
+  for (const PartRead& part : parts) {
+    if (part.bytes != element_count(part.shape) * dtype_size(part.dtype)) {
+      corrupt(part.dataset + ": size mismatch");
+    }
+    const h5::Handle handle = open_checked(part.dataset, part.dtype, part.shape);
+    auto pieces = direct_pieces(part.dataset, handle.get(), part.shape, dtype_size(part.dtype),
+                                part.out, part.bytes);
+    if (pieces && !pieces->empty()) {
+      planned.push_back({&part, std::move(*pieces)});
+    } else {
+      read(part.dataset, part.dtype, part.shape, part.crc, part.out, part.bytes);
+    }
+  }
+  if (planned.empty()) return;
+  // In the file's order: one stream from the first tensor's bytes to the last one's.
+  std::stable_sort(planned.begin(), planned.end(), [](const Planned& a, const Planned& b) {
+    return a.pieces.front().file_offset < b.pieces.front().file_offset;
+  });
+  std::vector<ReadPiece> pieces;
+  std::vector<std::size_t> ends;
+  for (const Planned& p : planned) {
+    pieces.insert(pieces.end(), p.pieces.begin(), p.pieces.end());
+    ends.push_back(pieces.size());
+  }
+  const int readers = in_page_cache(fd_.get(), pieces.front()) ? 2 : 1;
+  std::vector<std::uint32_t> sums;
+  try {
+    sums = read_with_checksums(fd_.get(), pieces, ends, readers);
+  } catch (const PieceReadError&) {
+    // Each again on its own: the one that cannot be read is named, and where all can be now,
+    // each was verified as it was read.
+    for (const Planned& p : planned)
+      read(p.part->dataset, p.part->dtype, p.part->shape, p.part->crc, p.part->out, p.part->bytes);
+    return;
+  }
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    if (sums[i] != planned[i].part->crc) {
+      corrupt(planned[i].part->dataset + ": checksum mismatch (CRC32C)");
+    }
+  }
+}
+
+std::optional<std::vector<ReadPiece>> RankFile::direct_pieces(const std::string& dataset,
+                                                              hid_t handle, const Shape& shape,
+                                                              std::size_t element, void* out,
+                                                              std::size_t bytes) const {
   if (!direct_ok_ || shape.empty() || bytes == 0) return std::nullopt;
   std::vector<FileRun> runs;
   try {
@@ -216,14 +280,7 @@ std::optional<std::uint32_t> RankFile::read_direct(const std::string& dataset, h
       done += want;
     }
   }
-  // From the disk one stream (in order), from the page cache two copies at once.
-  const int readers = !pieces.empty() && in_page_cache(fd_.get(), pieces.front()) ? 2 : 1;
-  try {
-    return read_with_checksum(fd_.get(), pieces, readers);
-  } catch (const PieceReadError& failure) {
-    if (failure.error == 0) corrupt(dataset + ": the file ends inside its data");
-    corrupt(dataset + ": cannot read: " + std::strerror(failure.error));
-  }
+  return pieces;
 }
 
 void RankFile::verify(const std::string& dataset, DType dtype, const Shape& shape,

@@ -6,8 +6,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hdf5.hpp"
+#include "pipelined_read.hpp"
 #include "primus/ckpt/checkpoint.hpp"
 #include "primus/ckpt/manifest.hpp"
 #include "primus/os/unique_fd.hpp"
@@ -24,6 +26,17 @@ class RankFile {
   // The whole part into out (exactly its byte size), verified.
   void read(const std::string& dataset, DType dtype, const Shape& shape, std::uint32_t crc,
             void* out, std::size_t bytes) const;
+  // Several whole parts, each as read() reads and verifies it; those that can be read directly
+  // in one pass over the file, in its order (read_with_checksums), the others one by one.
+  struct PartRead {
+    std::string dataset;
+    DType dtype;
+    Shape shape;
+    std::uint32_t crc;
+    void* out;
+    std::size_t bytes;
+  };
+  void read_all(const std::vector<PartRead>& parts) const;
   // That the part is a dataset of this file of the dtype and shape, whose storage can hold what
   // it claims (cheap: nothing is read; quick verification, before anything is allocated).
   void check(const std::string& dataset, DType dtype, const Shape& shape) const;
@@ -48,6 +61,11 @@ class RankFile {
   std::optional<std::uint32_t> read_direct(const std::string& dataset, hid_t handle,
                                            const Shape& shape, std::size_t element, void* out,
                                            std::size_t bytes) const;
+  // The pieces of such a read (8 MiB at most each, into `out`); nothing where the layout is
+  // another one.
+  std::optional<std::vector<ReadPiece>> direct_pieces(const std::string& dataset, hid_t handle,
+                                                      const Shape& shape, std::size_t element,
+                                                      void* out, std::size_t bytes) const;
   std::map<std::string, StateValue> read_state(bool read_values) const;
   [[noreturn]] void corrupt(const std::string& what) const;
 

@@ -151,6 +151,23 @@ PYBIND11_MODULE(_ckpt, m) {
           },
           py::arg("name"), py::arg("offset"), py::arg("shape"), py::arg("out"))
       .def(
+          "read_whole",
+          [](const Checkpoint& c, const std::vector<std::pair<std::string, py::buffer>>& reads) {
+            std::vector<py::buffer_info> infos;  // each keeps its buffer's view until the end
+            std::vector<Checkpoint::WholeRead> whole;
+            infos.reserve(reads.size());
+            for (const auto& [name, out] : reads) {
+              infos.push_back(contiguous(out, c.tensor(name).dtype, name, true));
+              const py::buffer_info& info = infos.back();
+              whole.push_back(
+                  {name, info.ptr,
+                   static_cast<std::size_t>(info.size) * static_cast<std::size_t>(info.itemsize)});
+            }
+            ReleasedGil release;
+            c.read_whole(whole);
+          },
+          py::arg("reads"))
+      .def(
           "is_saved_copy",
           [](const Checkpoint& c, const std::string& name, const Shape& offset, const Shape& shape,
              const py::buffer& data) {

@@ -6,14 +6,17 @@
 # The caller sets: top (the source tree), results, python, jobs.
 
 # build_suite DIR SUITE WHAT [configure args...]: configures DIR unless it is configured with
-# the same arguments already, then builds WHAT there: "all" (what make builds, which the
+# the same arguments already (its Makefile and config.status there: a tree left with a Makefile
+# but no config.status failed with "./config.status: No such file or directory"), then builds
+# WHAT there: "all" (what make builds, which the
 # end-to-end tests use) or "check" (all, and the test programs, running no test). On failure it
 # prints the errors and returns 1; the logs are $results/SUITE-configure.log and -make.log.
 build_suite() {
   local dir=$1 suite=$2 what=$3; shift 3
   local args="PYTHON=$python $*"
   mkdir -p "$dir"
-  if [[ ! -f $dir/Makefile || $(cat "$dir/.primus-configure-args" 2>/dev/null) != "$args" ]]; then
+  if [[ ! -f $dir/Makefile || ! -x $dir/config.status ||
+        $(cat "$dir/.primus-configure-args" 2>/dev/null) != "$args" ]]; then
     step "configure $suite: $*"
     if ! (cd "$dir" && "$top/configure" PYTHON="$python" "$@" >"$results/$suite-configure.log" 2>&1); then
       tail -30 "$results/$suite-configure.log"

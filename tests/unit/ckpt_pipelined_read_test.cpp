@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
@@ -69,6 +70,34 @@ TEST_F(PipelinedReadTest, EveryPieceInPlaceAndTheChecksumOfTheWholeWithOneOrTwoR
       EXPECT_EQ(crc, crc32c(content_.data() + from, out.size()))
           << readers << " readers, pieces of " << piece;
     }
+  }
+}
+
+// Several tensors' pieces in one pass (read_with_checksums): each segment's CRC32C is that of its
+// own bytes, whatever the readers and however many pieces a segment has (one, several, all but
+// one), and every byte lands in place.
+TEST_F(PipelinedReadTest, OnePassOverSeveralSegmentsGivesEachItsOwnChecksum) {
+  for (const int readers : {1, 2}) {
+    const std::size_t piece = 65537;
+    std::vector<unsigned char> out(content_.size() - 3);
+    const std::vector<ReadPiece> pieces = pieces_of(out, 3, piece);
+    ASSERT_GT(pieces.size(), 8U);
+    const std::vector<std::size_t> ends = {1, 2, 6, pieces.size() - 1, pieces.size()};
+    const std::vector<std::uint32_t> sums = read_with_checksums(fd_, pieces, ends, readers);
+    ASSERT_TRUE(std::equal(out.begin(), out.end(), content_.begin() + 3)) << readers;
+    ASSERT_EQ(sums.size(), ends.size()) << readers;
+    std::size_t begin = 0;
+    for (std::size_t s = 0; s < ends.size(); ++s) {
+      const std::size_t from = begin * piece;
+      const std::size_t to = std::min(ends[s] * piece, out.size());
+      EXPECT_EQ(sums[s], crc32c(out.data() + from, to - from))
+          << readers << " readers, segment " << s;
+      begin = ends[s];
+    }
+    // One segment: what read_with_checksum returns.
+    EXPECT_EQ(read_with_checksums(fd_, pieces, {pieces.size()}, readers).front(),
+              crc32c(content_.data() + 3, out.size()))
+        << readers;
   }
 }
 

@@ -44,6 +44,16 @@ class Checkpoint {
   void read_into(const std::string& name, const Shape& offset, const Shape& shape, void* out,
                  std::size_t bytes) const;
 
+  // Several whole tensors, each into its `out` of exactly its bytes, verified as read_into()
+  // verifies them: the shards of one rank file that hold whole tensors read in one pass over
+  // it, in the file's order, so that the reads do not stop at each tensor's end (a cold load).
+  struct WholeRead {
+    std::string name;
+    void* out;
+    std::size_t bytes;
+  };
+  void read_whole(const std::vector<WholeRead>& reads) const;
+
   // Rows [begin, end) of the first dimension (the usual shard of a new world size).
   std::vector<std::uint8_t> read_rows(const std::string& name, std::uint64_t begin,
                                       std::uint64_t end) const;
