@@ -366,10 +366,20 @@ void Socket::recv_all(void* data, std::size_t bytes, Deadline deadline) const {
 }
 
 std::size_t Socket::recv_some(void* data, std::size_t bytes) const {
+  bool closed = false;
+  const std::size_t got = recv_some(data, bytes, closed);
+  if (closed) peer_failure(*this, "closed the connection");
+  return got;
+}
+
+std::size_t Socket::recv_some(void* data, std::size_t bytes, bool& closed) const {
   for (;;) {
     const ssize_t n = ::recv(fd(), data, bytes, 0);
     if (n > 0) return static_cast<std::size_t>(n);
-    if (n == 0) peer_failure(*this, "closed the connection");
+    if (n == 0) {
+      closed = true;
+      return 0;
+    }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     peer_failure(*this, std::string("connection lost: ") + std::strerror(errno));

@@ -54,6 +54,10 @@ class Socket {
   // What has arrived, up to `bytes`, without waiting (0 when nothing has); PeerFailure when the
   // peer closed the connection or it failed. Raw bytes: for the handshake, before seal().
   std::size_t recv_some(void* data, std::size_t bytes) const;
+  // The same, where the peer's orderly close is expected: it returns 0 and sets `closed`
+  // instead of throwing (a throw's first unwinding in a process costs about a millisecond);
+  // a connection that failed still throws PeerFailure.
+  std::size_t recv_some(void* data, std::size_t bytes, bool& closed) const;
   // The local IPv4 address of this connection ("127.0.0.11").
   std::string local_address() const;
 

@@ -135,7 +135,7 @@ void ControlServer::read_connection(Connection& c, std::uint32_t events, std::ve
   for (;;) {
     std::size_t got = 0;
     try {
-      got = c.socket.recv_some(buffer, sizeof buffer);
+      got = c.socket.recv_some(buffer, sizeof buffer, closed);
     } catch (const coll::PeerFailure&) {
       closed = true;
     }

@@ -198,6 +198,12 @@ def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overla
         f". {INIT}; module use {prefix}/share/modulefiles; module load primus\n"
         f"primus-launch --primus-job-dir={work}/shell -- bash -c '{rank} shell'\n"
         "echo shell-exit=$?\n"
+        # Once recorded, the Comment is not asked again by a later launch in the same job: an
+        # scontrol first on PATH that logs each call, then runs the real one.
+        f"mkdir -p {work}/bin; printf '#!/bin/sh\\necho \"$*\" >> {work}/scontrol.log\\n"
+        f"exec /usr/bin/scontrol \"$@\"\\n' > {work}/bin/scontrol; chmod +x {work}/bin/scontrol\n"
+        f"PATH={work}/bin:$PATH primus-launch --primus-job-dir={work}/shell -- true\n"
+        "echo again-exit=$?\n"
         f"srun --overlap -N1 -n1 primus-launch --primus-job-dir={work}/step -- bash -c '{rank} step'\n"
         "echo step-exit=$?\n"
         "echo job=$SLURM_JOB_ID\n")
@@ -216,6 +222,10 @@ def test_under_salloc_the_ranks_take_the_jobs_layout_from_the_shell_or_an_overla
     # (once its ranks had started), so that `primus-launch status JOBID` finds it from anywhere.
     job = re.search(r"job=(\d+)", out).group(1)
     assert testbed.job(job).get("Comment") == f"primus-job-dir={work}/shell", testbed.job(job)
+    assert (work / "shell" / "comment-recorded").read_text().strip() == job
+    assert "again-exit=0" in out, out + res.stderr
+    calls = (work / "scontrol.log").read_text() if (work / "scontrol.log").exists() else ""
+    assert "show job" not in calls and "update" not in calls, calls
     res = testbed.user_cmd([f"{prefix}/bin/primus-launch", "status", "--json", job],
                            cwd=testbed.workdir)
     status = json.loads(res.stdout)
