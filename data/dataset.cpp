@@ -62,9 +62,11 @@ std::shared_ptr<const Dataset> Dataset::open(const std::string& spec, const Open
   // that every rank that opens the same dataset says the same.
   std::atomic<std::size_t> next{0};
   const auto work = [&] {
+    std::unique_ptr<ScanBuffer> buffer;
     for (std::size_t i = next++; i < paths.size(); i = next++) {
       try {
-        dataset->indexes_[i] = index_file(paths[i], options, dataset->files_[i]);
+        if (!buffer) buffer = std::make_unique<ScanBuffer>();
+        dataset->indexes_[i] = index_file(paths[i], options, dataset->files_[i], *buffer);
       } catch (...) {
         errors[i] = std::current_exception();
       }

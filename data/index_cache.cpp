@@ -23,7 +23,7 @@
 namespace primus::data {
 namespace {
 
-constexpr std::size_t kScanBuffer = std::size_t{4} << 20;
+constexpr std::size_t kScanBuffer = std::size_t{1} << 20;
 
 std::string system_error(const std::string& path, const std::string& doing) {
   return path + ": " + doing + ": " + std::strerror(errno);
@@ -96,10 +96,9 @@ std::unique_ptr<Dataset::FileIndex> load_cached(const std::string& index_path, F
 }
 
 // Reads the whole file once; throws Error naming the file and the offset of a bad record.
-ScannedIndex scan_file(const std::string& path, int fd, FormatKind kind) {
+ScannedIndex scan_file(const std::string& path, int fd, FormatKind kind, const ScanBuffer& buffer) {
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   IndexScanner scanner(kind);
-  std::vector<std::uint8_t> buffer(kScanBuffer);
   try {
     for (;;) {
       const ssize_t got = ::read(fd, buffer.data(), buffer.size());
@@ -176,8 +175,10 @@ Dataset::FileIndex::~FileIndex() {
   if (map != nullptr) ::munmap(map, map_size);
 }
 
+ScanBuffer::ScanBuffer() : size_(kScanBuffer), bytes_(new std::uint8_t[kScanBuffer]) {}
+
 std::unique_ptr<Dataset::FileIndex> index_file(const std::string& path, const OpenOptions& options,
-                                               DataFile& file) {
+                                               DataFile& file, const ScanBuffer& buffer) {
   file.path = path;
   os::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw Error(system_error(path, "cannot open"));
@@ -217,7 +218,7 @@ std::unique_ptr<Dataset::FileIndex> index_file(const std::string& path, const Op
     }
   }
 
-  ScannedIndex scanned = scan_file(path, fd.get(), format.kind);
+  ScannedIndex scanned = scan_file(path, fd.get(), format.kind, buffer);
   struct stat after {};
   if (::fstat(fd.get(), &after) != 0 || !(identity_of(after) == identity)) {
     throw Error(path + ": the file changed while it was being indexed");

@@ -283,6 +283,37 @@ TEST(DataDataset, BadFilesAreNamedWithTheByteOffset) {
   }
 }
 
+// One thread indexes every file through one reused buffer (1 MiB): records of odd sizes cross
+// its edges, and a shorter file after a longer one finds none of the longer one's bytes.
+TEST(DataDataset, OneThreadIndexesFilesLargerAndSmallerThanItsBufferThroughOneBuffer) {
+  TempDir dir;
+  const std::string base = dir.path().string();
+  std::vector<std::string> records;
+  std::string big;
+  for (int i = 0; big.size() < (std::size_t{5} << 19); ++i) {  // 2.5 MiB of 993-1004 bytes
+    records.push_back(std::to_string(i) + std::string(993 + static_cast<std::size_t>(i % 12), 'r'));
+    big += tfrecord(records.back());
+  }
+  write_bytes(dir.path() / "part-0", big);
+  write_bytes(dir.path() / "part-1", tfrecord("short"));
+  OpenOptions options = options_for("tfrecord");
+  options.threads = 1;
+  options.use_cache = false;
+  auto dataset = Dataset::open(base, options);
+  ASSERT_EQ(dataset->records(), records.size() + 1);
+  const std::uint64_t last = records.size() - 1;
+  EXPECT_EQ(
+      read_all(dataset, {0, 1057, 1058, last, last + 1}),
+      (std::vector<std::string>{records[0], records[1057], records[1058], records[last], "short"}));
+  // The short file cut inside its record: named, not completed from the buffer's old bytes.
+  write_bytes(dir.path() / "part-1", tfrecord("short").substr(0, 15));
+  EXPECT_NE(error_of([&] {
+              Dataset::open(base, options);
+            }).find(base + "/part-1: byte offset 0: truncated record"),
+            std::string::npos)
+      << error_of([&] { Dataset::open(base, options); });
+}
+
 TEST(DataDataset, TheIndexIsCachedBesideTheDataAndRebuiltWhenTheFileChanges) {
   TempDir dir;
   write_dataset(dir.path(), {5, 9}, "tfrecord");
