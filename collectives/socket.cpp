@@ -23,13 +23,6 @@ namespace {
   throw PeerFailure(socket.peer() + ": " + what, socket.peer_rank());
 }
 
-// A fixed send buffer instead of the kernel's autotuning, which grows it to tcp_wmem's maximum
-// (4 MiB here) and so keeps megabytes per connection in flight, out of the caches the copies
-// and reductions run in. Measured at 2 ranks over loopback, medians of 4 interleaved sweeps:
-// allreduce busbw 1.5 to 2 times that of autotuned buffers from 1 to 16 MiB (128 KiB to 512 KiB
-// all did about as well). Linux doubles the value for its bookkeeping.
-constexpr int kSendBufferBytes = 256 << 10;
-
 void tune(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small messages go at once

@@ -5,6 +5,7 @@
 // a yield during the spin counts as involuntary).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <optional>
@@ -90,6 +91,31 @@ TEST(CollWait, WithoutTheSpinAPauseIsSleptEvenInACollective) {
   constexpr int kRounds = 20;
   const int inside = rounds_slept(true, std::chrono::microseconds(300), kRounds);
   EXPECT_GE(inside, kRounds * 3 / 4) << "rounds that slept in a collective without the spin";
+}
+
+// Both ends of a connection have the fixed send buffer (socket.hpp's kSendBufferBytes, which
+// Linux reports doubled), and one non-blocking send hands a 2-rank 1 MiB allreduce's whole
+// 512 KiB block to the kernel while the peer reads nothing (with 256 KiB it took all but 432
+// bytes of it, and the rest waited for the peer).
+TEST(CollWait, OneSendTakesAWhole512KiBBlockBeforeThePeerReads) {
+  const Deadline deadline = Clock::now() + std::chrono::seconds(30);
+  const Listener listener("127.0.0.1", 0);
+  const Socket connected = connect_to("127.0.0.1", listener.port(), deadline, "peer", 1);
+  const Socket accepted = listener.accept(deadline);
+  for (const Socket* socket : {&connected, &accepted}) {
+    int bytes = 0;
+    socklen_t length = sizeof bytes;
+    ASSERT_EQ(::getsockopt(socket->fd(), SOL_SOCKET, SO_SNDBUF, &bytes, &length), 0);
+    EXPECT_EQ(bytes, 2 * kSendBufferBytes);
+  }
+  const std::vector<char> block(512 << 10, 'b');
+  const ssize_t sent = ::send(connected.fd(), block.data(), block.size(), MSG_NOSIGNAL);
+  EXPECT_EQ(sent, static_cast<ssize_t>(block.size())) << "one send took only part of the block";
+  const std::size_t rest = sent > 0 ? block.size() - static_cast<std::size_t>(sent) : block.size();
+  if (rest > 0) connected.send_all(block.data() + block.size() - rest, rest, deadline);
+  std::vector<char> into(block.size());
+  accepted.recv_all(into.data(), into.size(), deadline);
+  EXPECT_EQ(into, block);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The ceiling for two ranks on one machine: two processes send a large buffer to each other in
 // both directions at once over loopback TCP. By default with the socket setup libprimus-coll uses
-// (collectives/socket.cpp: TCP_NODELAY and a fixed 256 KiB send buffer; non-blocking I/O and
+// (collectives/socket.cpp: TCP_NODELAY and a fixed 384 KiB send buffer; non-blocking I/O and
 // poll); with --kernel-defaults the send and receive buffers are left to the kernel (autotuned
 // between tcp_wmem/tcp_rmem's bounds), TCP_NODELAY kept, so that a fixed buffer cannot lower the
 // ceiling it is judged against. Prints the best GB/s per direction over RUNS runs; exits non-zero
@@ -34,7 +34,7 @@ void setup(int fd, bool kernel_defaults) {
   const int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail("TCP_NODELAY");
   if (kernel_defaults) return;
-  const int send_buffer = 256 << 10;  // as collectives/socket.cpp (kSendBufferBytes)
+  const int send_buffer = 384 << 10;  // as collectives/socket.hpp (kSendBufferBytes)
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer) != 0) {
     fail("SO_SNDBUF");
   }
