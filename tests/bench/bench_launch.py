@@ -2,9 +2,14 @@
 """How fast primus-launch starts a one-machine job: `primus-launch --nproc 2 -- /usr/bin/python3
 -c pass` against the limit, two bare `/usr/bin/python3 -c pass` started together by a shell,
 and against `mpirun -np 2` of the same, ROUNDS rounds interleaved (the order rotating). Prints
-each side's median and spread (min to max) in ms, the ratios of the medians, and the goals:
-  primus-launch <= 1.25 x the bare start; mpirun >= 2.5 x primus-launch.
-Exits 1 when a goal is missed or a side cannot be measured ('# MISSING:').
+each side's median and spread (min to max) in ms, the ratios of the medians, and the goal:
+  primus-launch <= 1.25 x the bare start.
+mpirun's ratio to primus-launch is printed for context only, as issue 42 asks (it held a goal of
+>= 2.5 until 2026-12-07, which the issue had dropped: mpirun's start is not what primus-launch is
+judged by, and its ratio moved from 2.34 to 2.74 between runs with primus-launch's own ratio at
+1.06 in both); without mpirun that line is left out.
+Exits 1 when the goal is missed or primus-launch or the bare start cannot be measured
+('# MISSING:').
 Usage: bench_launch.py BUILD_DIR   Environment: PRIMUS_BENCH_LAUNCH_ROUNDS (21)."""
 
 import os
@@ -43,7 +48,7 @@ def main():
     }
     missing = []
     if shutil.which("mpirun") is None:
-        missing.append("mpirun: not installed")
+        print("# mpirun: not installed (its ratio is for context only)")
         del sides["mpirun"]
     times = {name: [] for name in sides}
     try:
@@ -63,7 +68,8 @@ def main():
     median = {}
     for name, values in times.items():
         if len(values) < rounds:
-            missing.append(f"{name}: {len(values)} of {rounds} rounds measured")
+            if name != "mpirun":
+                missing.append(f"{name}: {len(values)} of {rounds} rounds measured")
             continue
         median[name] = statistics.median(values)
         print(f"  {name:>14}: median {median[name] * 1e3:7.1f} ms  "
@@ -76,9 +82,7 @@ def main():
             failures.append(f"primus-launch takes {ratio:.2f} x the bare start (goal <= 1.25)")
     if "primus-launch" in median and "mpirun" in median:
         ratio = median["mpirun"] / median["primus-launch"]
-        print(f"# mpirun / primus-launch: {ratio:.2f} (goal >= 2.5)")
-        if ratio < 2.5:
-            failures.append(f"mpirun takes only {ratio:.2f} x primus-launch's time (goal >= 2.5)")
+        print(f"# mpirun / primus-launch: {ratio:.2f} (for context; no goal)")
     for failure in failures:
         print(f"# GOAL NOT MET: {failure}")
     for side in missing:
