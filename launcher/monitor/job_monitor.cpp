@@ -171,6 +171,11 @@ void JobMonitor::set_excluded_nodes(std::vector<ExcludedNode> nodes) {
   refresh();
 }
 
+void JobMonitor::set_recovery(const RecoveryStatus& recovery) {
+  monitor_.set_recovery(recovery);
+  refresh();
+}
+
 void JobMonitor::tick() {
   const auto now = Clock::now();
   if (now >= next_status_) refresh();

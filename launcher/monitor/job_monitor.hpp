@@ -54,6 +54,8 @@ class JobMonitor {
   void set_state(const std::string& state);
   // The nodes the job keeps out, with reasons (status.json's excluded_nodes); rewrites the status.
   void set_excluded_nodes(std::vector<ExcludedNode> nodes);
+  // The newest rejoin, phase by phase (status.json's recovery); rewrites the status.
+  void set_recovery(const RecoveryStatus& recovery);
   const std::string& state() const { return monitor_.state(); }
   // Call often (every second at least, and when wake_fd() is readable): what is due is done,
   // and /metrics answered.

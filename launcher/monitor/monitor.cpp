@@ -184,6 +184,7 @@ JobStatus Monitor::snapshot(double steady, double wall, const std::string& time)
   s.time = time;
   s.job = job_;
   s.excluded_nodes = excluded_nodes_;
+  s.recovery = recovery_;
   s.state = state_;
   s.allocation = allocation_;
   s.attempt = attempt_;

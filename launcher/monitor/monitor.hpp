@@ -45,6 +45,8 @@ class Monitor {
   // The nodes the job keeps out (excluded-nodes.json), for the status.
   void set_excluded_nodes(std::vector<ExcludedNode> nodes) { excluded_nodes_ = std::move(nodes); }
   void set_state(std::string state) { state_ = std::move(state); }
+  // The newest rejoin as it passes, for the status (RankReports keeps it).
+  void set_recovery(RecoveryStatus recovery) { recovery_ = std::move(recovery); }
   const std::string& state() const { return state_; }
   std::uint32_t attempt() const { return attempt_; }
 
@@ -93,6 +95,7 @@ class Monitor {
   std::uint32_t earlier_restarts_ = 0;
   std::vector<ExcludedNode> excluded_nodes_;
   std::string state_ = "starting";
+  std::optional<RecoveryStatus> recovery_;
   std::map<std::uint32_t, RankState> ranks_;
   std::map<std::string, NodeState> nodes_;
   std::map<std::pair<std::uint32_t, std::string>, UserScalar> scalars_;

@@ -129,6 +129,26 @@ std::string status_json(const JobStatus& s) {
       o.field("reason", e.reason);
     });
   }
+  if (s.recovery) {
+    const RecoveryStatus& r = *s.recovery;
+    key("recovery");
+    json_text::Object o(text);
+    o.field("path", r.path);
+    o.field("state", r.state);
+    o.field("phase", r.phase);
+    o.field("rank", r.rank);
+    o.field("generation", r.generation);
+    o.field("failure_time", r.failure_time);
+    o.field("tear_down_seconds", rounded(r.tear_down_seconds));
+    o.field("place_seconds", rounded(r.place_seconds));
+    o.field("regroup_seconds", rounded(r.regroup_seconds));
+    o.field("restore_seconds", rounded(r.restore_seconds));
+    o.field("rejoin_seconds", rounded(r.rejoin_seconds));
+    o.field("first_step_seconds", rounded(r.first_step_seconds));
+    o.field("recovery_seconds", rounded(r.recovery_seconds));
+    if (!r.replacement.empty()) o.field("replacement", r.replacement);
+    if (!r.reason.empty()) o.field("reason", r.reason);
+  }
   return text + "}\n";
 }
 
@@ -205,6 +225,26 @@ JobStatus parse_status(std::string_view text) {
       s.excluded_nodes.push_back(
           {get<std::string>(o, "node").value_or(""), get<std::string>(o, "reason").value_or("")});
     }
+  }
+  if (const auto it = in.find("recovery"); it != in.end() && it->is_object()) {
+    const auto& o = *it;
+    RecoveryStatus r;
+    r.path = get<std::string>(o, "path").value_or("");
+    r.state = get<std::string>(o, "state").value_or("");
+    r.phase = get<std::string>(o, "phase").value_or("");
+    r.rank = static_cast<std::uint32_t>(get<std::uint64_t>(o, "rank").value_or(0));
+    r.generation = static_cast<std::uint32_t>(get<std::uint64_t>(o, "generation").value_or(0));
+    r.failure_time = get<double>(o, "failure_time").value_or(0);
+    r.tear_down_seconds = get<double>(o, "tear_down_seconds");
+    r.place_seconds = get<double>(o, "place_seconds");
+    r.regroup_seconds = get<double>(o, "regroup_seconds");
+    r.restore_seconds = get<double>(o, "restore_seconds");
+    r.rejoin_seconds = get<double>(o, "rejoin_seconds");
+    r.first_step_seconds = get<double>(o, "first_step_seconds");
+    r.recovery_seconds = get<double>(o, "recovery_seconds");
+    r.replacement = get<std::string>(o, "replacement").value_or("");
+    r.reason = get<std::string>(o, "reason").value_or("");
+    s.recovery = std::move(r);
   }
   return s;
 }

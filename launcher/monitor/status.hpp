@@ -53,6 +53,28 @@ struct ExcludedNode {
   std::string reason;
 };
 
+// The newest recovery without a restart (--primus-recover=rejoin; docs/architecture.md,
+// "Recovery without a restart"), phase by phase as it passes: under-way (phase tear-down, then
+// regroup once the replacement is placed), rejoined (phase first-step: every rank is in the new
+// generation, rank 0's first step in it is awaited), done, or failed (`reason`).
+struct RecoveryStatus {
+  std::string path = "rejoin";
+  std::string state;
+  std::string phase;                         // under way and rejoined: the phase now; else ""
+  std::uint32_t rank = 0;                    // the failed rank
+  std::uint32_t generation = 0;              // the generation the rejoin makes
+  double failure_time = 0;                   // UNIX time the launcher saw the failure
+  std::optional<double> tear_down_seconds;   // the failure to the last survivor waiting
+  std::optional<double> place_seconds;       // then to the replacement started
+  std::optional<double> regroup_seconds;     // then to every rank's groups up
+  std::optional<double> restore_seconds;     // the slowest rank's restore
+  std::optional<double> rejoin_seconds;      // the failure to every rank rejoined
+  std::optional<double> first_step_seconds;  // then to rank 0's first step
+  std::optional<double> recovery_seconds;    // the failure to that first step
+  std::string replacement;                   // standby or started, once placed
+  std::string reason;                        // why it failed
+};
+
 struct JobStatus {
   std::string time;  // ISO 8601 UTC
   std::string job;
@@ -72,6 +94,7 @@ struct JobStatus {
   std::vector<RankStatus> ranks;
   std::vector<NodeStatus> nodes;
   std::vector<ExcludedNode> excluded_nodes;
+  std::optional<RecoveryStatus> recovery;  // none before the first rejoin
 };
 
 std::string status_json(const JobStatus& status);

@@ -29,6 +29,31 @@ std::string age(std::optional<double> when, double now) {
   return format("%.1fh ago", seconds / 3600);
 }
 
+// "recovery: rejoin of rank 2 (generation 1), done; tear down 0.000 s, ..., in all 0.310 s;
+// the replacement was the standby; the failure 12.0s ago" (status.json's recovery).
+std::string recovery_line(const RecoveryStatus& r, double now) {
+  std::string out = format("recovery: %s of rank %u (generation %u), %s", r.path.c_str(), r.rank,
+                           r.generation, r.state.c_str());
+  if (!r.phase.empty()) out += " (now: " + r.phase + ")";
+  if (!r.reason.empty()) out += ": " + r.reason;
+  std::string phases;
+  const auto add = [&](const char* name, const std::optional<double>& seconds) {
+    if (seconds) phases += format("%s%s %.3f s", phases.empty() ? "" : ", ", name, *seconds);
+  };
+  add("tear down", r.tear_down_seconds);
+  add("place", r.place_seconds);
+  add("regroup", r.regroup_seconds);
+  add("restore", r.restore_seconds);
+  add("first step", r.first_step_seconds);
+  add("in all", r.recovery_seconds ? r.recovery_seconds : r.rejoin_seconds);
+  if (!phases.empty()) out += "; " + phases;
+  if (!r.replacement.empty()) {
+    out += r.replacement == "standby" ? "; the replacement was the standby"
+                                      : "; the replacement was started afresh";
+  }
+  return out + "; the failure " + age(r.failure_time, now) + "\n";
+}
+
 }  // namespace
 
 std::string duration_text(double seconds) {
@@ -70,6 +95,7 @@ std::string status_view(const JobStatus& s, double now) {
       out += format(" step %llu,", static_cast<unsigned long long>(*s.checkpoint_step));
     out += " " + age(s.checkpoint_time, now) + ": " + s.checkpoint + "\n";
   }
+  if (s.recovery) out += recovery_line(*s.recovery, now);
   std::string stragglers;
   for (const RankStatus& r : s.ranks) {
     if (!r.straggler) continue;

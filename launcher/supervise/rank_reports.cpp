@@ -16,6 +16,10 @@ std::string fixed_seconds(double seconds) {
   return text.str();
 }
 
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 AttemptContext context_of(const RunnerSettings& settings, const AttemptPlan& plan, bool slurm) {
@@ -95,6 +99,13 @@ void RankReports::on_event(const Report& r) {
   } else if (r.event == "first-step") {
     if (r.wrapper || context_.rejoin == nullptr || !r.generation) return;
     if (const auto first = context_.rejoin->first_step(*r.generation, Clock::now())) {
+      if (recovery_ && recovery_->state == "rejoined") {
+        recovery_->state = "done";
+        recovery_->phase.clear();
+        recovery_->first_step_seconds = first->after_rejoin;
+        recovery_->recovery_seconds = first->after_failure;
+        recovery_changed();
+      }
       events.write({"rejoin-first-step",
                     r.rank,
                     node_of(r.rank),
@@ -138,6 +149,16 @@ void RankReports::on_rejoin_event(const Report& r) {
   ++report_.rejoins;
   replaced_end_.reset();
   const auto fixed = fixed_seconds;
+  if (recovery_) {
+    recovery_->state = "rejoined";
+    recovery_->phase = "first-step";
+    recovery_->tear_down_seconds = phases->tear_down;
+    recovery_->place_seconds = phases->place;
+    recovery_->regroup_seconds = phases->regroup;
+    recovery_->restore_seconds = restore;
+    recovery_->rejoin_seconds = phases->total();
+    recovery_changed();
+  }
   context_.events->write({"rejoined",
                           *failed,
                           node_of(*failed),
@@ -162,6 +183,12 @@ RankAction RankReports::rejoin_failed(const std::string& why) {
     replaced_end_.reset();
   }
   context_.events->write({"rejoin-failed", std::nullopt, context_.node, {{"reason", why}}});
+  if (recovery_) {
+    recovery_->state = "failed";
+    recovery_->phase.clear();
+    recovery_->reason = why;
+    recovery_changed();
+  }
   std::cerr << "primus-launch: the rejoin failed: " << why << "; ending the ranks\n";
   report_.ended_for_failure = true;
   return RankAction::kEndForFailure;
@@ -171,6 +198,26 @@ void RankReports::replacement_started(std::uint32_t rank, bool from_standby) {
   from_standby_ = from_standby;
   watch_.replaced(rank, Clock::now());
   reported_.erase(rank);
+  if (recovery_ && recovery_->state == "under-way") {
+    recovery_->phase = "regroup";
+    recovery_->replacement = from_standby ? "standby" : "started";
+    recovery_changed();
+  }
+}
+
+void RankReports::rejoin_began(std::uint32_t rank) {
+  RecoveryStatus r;
+  r.state = "under-way";
+  r.phase = "tear-down";
+  r.rank = rank;
+  r.generation = context_.rejoin->generation() + 1;
+  r.failure_time = unix_now();
+  recovery_ = std::move(r);
+  recovery_changed();
+}
+
+void RankReports::recovery_changed() {
+  if (context_.monitor != nullptr && recovery_) context_.monitor->set_recovery(*recovery_);
 }
 
 RankAction RankReports::handle(const Report& r) {
@@ -263,6 +310,7 @@ RankAction RankReports::rank_failed(std::uint32_t rank, int wait_status) {
                     why)) {
     replaced_end_ = report_.ends.back();
     report_.ends.pop_back();
+    rejoin_began(rank);
     context_.events->write({"rejoin",
                             rank,
                             node_of(rank),
@@ -313,6 +361,7 @@ std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
       context_.rejoin->begin(*rank, context_.resume_point || report_.checkpoint_committed, now,
                              why)) {
     // The runner kills it (rejoining()), and the others rejoin with a new rank in its place.
+    rejoin_began(*rank);
     context_.events->write({"rejoin",
                             *rank,
                             node,

@@ -86,6 +86,8 @@ class RankReports {
   // The runner started the replacement of `rank` (a rejoin).
   // `from_standby`: the replacement is a standby that became the rank (local/standby.hpp).
   void replacement_started(std::uint32_t rank, bool from_standby = false);
+  // This attempt's newest rejoin, phase by phase (the monitor's status.json shows it).
+  const std::optional<RecoveryStatus>& recovery() const { return recovery_; }
 
  private:
   std::optional<std::string> node_of(std::uint32_t rank) const;
@@ -95,6 +97,9 @@ class RankReports {
   void on_rejoin_event(const Report& r);
   // A rank's own failure (not during a stop): a rejoin where one can be made, else the end.
   RankAction rank_failed(std::uint32_t rank, int wait_status);
+  // The rejoin of `rank` began: its recovery, in the tear-down phase.
+  void rejoin_began(std::uint32_t rank);
+  void recovery_changed();
 
   AttemptContext context_;
   AttemptReport report_;
@@ -111,6 +116,7 @@ class RankReports {
   // each source ("memory", "broadcast", "file"), for the "rejoined" event.
   double restore_slowest_ = 0;
   std::map<std::string, int> restore_sources_;
+  std::optional<RecoveryStatus> recovery_;
 };
 
 }  // namespace primus::launch

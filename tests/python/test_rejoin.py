@@ -92,6 +92,16 @@ def test_a_failed_rank_is_replaced_while_the_others_stay_and_the_run_ends_bitwis
         float(rejoined["details"]["seconds"]) + float(first[0]["details"]["after_rejoin_seconds"]) \
         - 0.002, (rejoined, first)
     assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
+    # status.json keeps the rejoin with the phases of its events.
+    recovery = json.loads((tmp_path / "primus-local" / "status.json").read_text())["recovery"]
+    assert (recovery["path"], recovery["state"], recovery["phase"], recovery["rank"],
+            recovery["generation"], recovery["replacement"]) == (
+                "rejoin", "done", "", 2, 1, "standby"), recovery
+    for field, event, detail in (("rejoin_seconds", rejoined, "seconds"),
+                                 ("regroup_seconds", rejoined, "regroup_seconds"),
+                                 ("recovery_seconds", first[0], "after_failure_seconds")):
+        assert abs(recovery[field] - float(event["details"][detail])) < 0.0015, (recovery, event)
+    assert recovery["failure_time"] > 1.7e9, recovery
     logs = tmp_path / "primus-local" / "logs" / "alloc-0" / "attempt-0"
     # No second standby: the one rejoin --primus-max-restarts=1 allows is spent.
     assert sorted(p.name for p in logs.iterdir()) == [

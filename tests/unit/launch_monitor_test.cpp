@@ -351,6 +351,55 @@ TEST(LaunchMonitor, TheStatusTableNamesRanksNodesAndStragglers) {
   EXPECT_NE(view.find("yes"), std::string::npos) << view;
 }
 
+// status.json's recovery: written only once there was one, read back field by field, and shown
+// by `primus-launch status` with its phases.
+TEST(LaunchMonitor, TheNewestRejoinsPhasesGoIntoTheStatusAndBack) {
+  Monitor monitor("12", 0, 60);
+  monitor.start_attempt(0, 4);
+  const JobStatus before = monitor.snapshot(1, 1000, "t");
+  EXPECT_EQ(status_json(before).find("recovery"), std::string::npos);
+  EXPECT_FALSE(parse_status(status_json(before)).recovery);
+  RecoveryStatus r;
+  r.state = "done";
+  r.rank = 2;
+  r.generation = 1;
+  r.failure_time = 990.5;
+  r.tear_down_seconds = 0.001;
+  r.place_seconds = 0.03;
+  r.regroup_seconds = 0.09;
+  r.restore_seconds = 0.02;
+  r.rejoin_seconds = 0.121;
+  r.first_step_seconds = 0.05;
+  r.recovery_seconds = 0.171;
+  r.replacement = "standby";
+  monitor.set_recovery(r);
+  const std::string text = status_json(monitor.snapshot(2, 1000, "t"));
+  const JobStatus back = parse_status(text);
+  ASSERT_TRUE(back.recovery) << text;
+  EXPECT_EQ(back.recovery->path, "rejoin");
+  EXPECT_EQ(back.recovery->state, "done");
+  EXPECT_EQ(back.recovery->rank, 2U);
+  EXPECT_EQ(back.recovery->generation, 1U);
+  EXPECT_DOUBLE_EQ(back.recovery->failure_time, 990.5);
+  EXPECT_DOUBLE_EQ(back.recovery->regroup_seconds.value_or(0), 0.09);
+  EXPECT_DOUBLE_EQ(back.recovery->recovery_seconds.value_or(0), 0.171);
+  EXPECT_EQ(back.recovery->replacement, "standby");
+  EXPECT_EQ(back.recovery->reason, "");
+  const std::string view = status_view(back, 1000);
+  EXPECT_NE(view.find("recovery: rejoin of rank 2 (generation 1), done; tear down 0.001 s, "
+                      "place 0.030 s, regroup 0.090 s, restore 0.020 s, first step 0.050 s, "
+                      "in all 0.171 s; the replacement was the standby; the failure 9.5s ago"),
+            std::string::npos)
+      << view;
+  r.state = "failed";
+  r.reason = "rank 1 failed too";
+  monitor.set_recovery(r);
+  const JobStatus failed = parse_status(status_json(monitor.snapshot(3, 1000, "t")));
+  ASSERT_TRUE(failed.recovery);
+  EXPECT_EQ(failed.recovery->reason, "rank 1 failed too");
+  EXPECT_NE(status_view(failed, 1000).find("failed: rank 1 failed too"), std::string::npos);
+}
+
 TEST(LaunchMonitor, ListenAddressesDefaultToLoopback) {
   auto where = parse_listen_address("9100");
   ASSERT_TRUE(where);

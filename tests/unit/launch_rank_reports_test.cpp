@@ -249,14 +249,25 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   };
   for (std::uint32_t r = 0; r < 4; ++r)
     reports.handle(said(r, "rejoinable", 0));
+  EXPECT_FALSE(reports.recovery()) << "no recovery before a failure";
   EXPECT_EQ(reports.rank_ended(2, 3 << 8), RankAction::kRejoin);
   EXPECT_FALSE(reports.stopping());
   EXPECT_TRUE(reports.report().ends.empty()) << "the failed rank's end waits on the rejoin";
+  // The recovery as status.json shows it, phase by phase.
+  ASSERT_TRUE(reports.recovery());
+  EXPECT_EQ(reports.recovery()->state, "under-way");
+  EXPECT_EQ(reports.recovery()->phase, "tear-down");
+  EXPECT_EQ(reports.recovery()->rank, 2U);
+  EXPECT_EQ(reports.recovery()->generation, 1U);
+  EXPECT_GT(reports.recovery()->failure_time, 1.7e9) << "a UNIX time";
   for (const std::uint32_t r : {0U, 1U, 3U})
     reports.handle(said(r, "rejoin-waiting", 0));
   ASSERT_TRUE(rejoin.ready_to_place());
   reports.replacement_started(2);
   rejoin.placed(Rejoin::Clock::now());
+  EXPECT_EQ(reports.recovery()->phase, "regroup");
+  EXPECT_EQ(reports.recovery()->replacement, "started");
+  EXPECT_FALSE(reports.recovery()->rejoin_seconds) << "not rejoined yet";
   // Each rank says how long its restore took and where it came from: the event has the slowest
   // and how many ranks restored from each source.
   for (std::uint32_t r = 0; r < 4; ++r) {
@@ -267,6 +278,16 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   }
   EXPECT_FALSE(rejoin.under_way());
   EXPECT_EQ(reports.report().rejoins, 1U);
+  {
+    const RecoveryStatus& r = *reports.recovery();
+    EXPECT_EQ(r.state, "rejoined");
+    EXPECT_EQ(r.phase, "first-step");
+    ASSERT_TRUE(r.tear_down_seconds && r.place_seconds && r.regroup_seconds && r.rejoin_seconds);
+    EXPECT_DOUBLE_EQ(*r.rejoin_seconds,
+                     *r.tear_down_seconds + *r.place_seconds + *r.regroup_seconds);
+    EXPECT_DOUBLE_EQ(r.restore_seconds.value_or(0), 0.04) << "the slowest rank's restore";
+    EXPECT_FALSE(r.recovery_seconds) << "rank 0 has taken no step yet";
+  }
   const std::string text = events_text();
   EXPECT_NE(text.find("\"rejoin\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"rejoined\""), std::string::npos) << text;
@@ -282,6 +303,10 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   ASSERT_NE(at, std::string::npos) << after;
   EXPECT_EQ(after.find("\"rejoin-first-step\"", at + 1), std::string::npos) << after;
   EXPECT_NE(after.find("\"after_failure_seconds\""), std::string::npos) << after;
+  EXPECT_EQ(reports.recovery()->state, "done");
+  EXPECT_EQ(reports.recovery()->phase, "");
+  ASSERT_TRUE(reports.recovery()->first_step_seconds && reports.recovery()->recovery_seconds);
+  EXPECT_GE(*reports.recovery()->recovery_seconds, *reports.recovery()->rejoin_seconds);
   // No rejoin is left (limit 1): the next failure ends the attempt as before.
   EXPECT_EQ(reports.rank_ended(1, 3 << 8), RankAction::kEndForFailure);
 }
@@ -334,6 +359,10 @@ TEST_F(RankReportsTest, AFailureDuringARejoinGivesItUpAndTheFirstFailureIsTheRoo
   ASSERT_EQ(report.ends.size(), 2U);
   EXPECT_EQ(report.ends[0].rank, 1) << "the rank whose failure began the rejoin comes first";
   EXPECT_NE(events_text().find("\"rejoin-failed\""), std::string::npos);
+  ASSERT_TRUE(reports.recovery());
+  EXPECT_EQ(reports.recovery()->state, "failed");
+  EXPECT_NE(reports.recovery()->reason.find("rank 0 failed too"), std::string::npos)
+      << reports.recovery()->reason;
   // A rejoin given up stays given up for the attempt.
   EXPECT_EQ(reports.rejoin_failed("again"), RankAction::kNone);
 }
