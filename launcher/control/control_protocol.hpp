@@ -112,6 +112,23 @@ class LineSplitter {
 std::string generation_notice(std::uint32_t generation, std::uint16_t master_port,
                               std::uint16_t primus_port, const std::string& resume);
 
+// A generation notice as its receivers read it: a surviving rank (python/primus/_rejoin.py)
+// and, under srun, the task wrapper of the failed rank, which starts the replacement in its
+// task (notice_parse.cpp).
+struct GenerationNotice {
+  std::uint32_t generation = 0;
+  std::uint16_t master_port = 0;
+  std::uint16_t primus_port = 0;
+  std::string resume;
+};
+// nullopt with `error` set when `line` is not a generation notice with every field valid.
+std::optional<GenerationNotice> parse_generation_notice(std::string_view line, std::string& error);
+// The replacement's environment: `base` ("NAME=value" entries, the failed rank's) with the
+// notice's generation, ports and resume point, and the TCP bootstrap (a PMIx namespace
+// belongs to the step's first processes).
+std::vector<std::string> replacement_environment(const std::vector<std::string>& base,
+                                                 const GenerationNotice& notice);
+
 // The lines a wrapper sends (for the wrapper and the tests).
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
                                const std::string& step);

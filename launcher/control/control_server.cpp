@@ -180,11 +180,11 @@ void ControlServer::read_connection(Connection& c, std::uint32_t events, std::ve
   }
 }
 
-bool ControlServer::send(std::uint32_t rank, const std::string& line) {
+bool ControlServer::send_to(std::uint32_t rank, bool wrapper, const std::string& line) {
   // A rank's newest connection: one of an earlier attempt may not be closed yet.
   Connection* newest = nullptr;
   for (auto& [fd, connection] : connections_) {
-    if (connection->rank != rank || connection->wrapper) continue;
+    if (connection->rank != rank || connection->wrapper != wrapper) continue;
     if (newest == nullptr || connection->serial > newest->serial) newest = connection.get();
   }
   if (newest == nullptr) return false;
@@ -194,7 +194,10 @@ bool ControlServer::send(std::uint32_t rank, const std::string& line) {
                             coll::net::Clock::now() + std::chrono::seconds(5));
     return true;
   } catch (const std::exception& e) {
-    if (log_) log_("cannot send to rank " + std::to_string(rank) + ": " + e.what());
+    if (log_) {
+      log_("cannot send to rank " + std::to_string(rank) + (wrapper ? "'s task wrapper" : "") +
+           ": " + e.what());
+    }
     return false;
   }
 }

@@ -42,12 +42,18 @@ class ControlServer {
   std::vector<Report> take();
   // Sends one line (a newline is added) to rank `rank` itself (not its wrapper); false when it
   // is not connected or the line cannot be sent within a few seconds (then it is dropped).
-  bool send(std::uint32_t rank, const std::string& line);
+  bool send(std::uint32_t rank, const std::string& line) { return send_to(rank, false, line); }
+  // The same to the task wrapper of rank `rank` (srun: a rejoin's notice to the wrapper that
+  // starts the replacement).
+  bool send_to_wrapper(std::uint32_t rank, const std::string& line) {
+    return send_to(rank, true, line);
+  }
   // Drops every connection (the next attempt's ranks connect again).
   void drop_connections();
 
  private:
   struct Connection;
+  bool send_to(std::uint32_t rank, bool wrapper, const std::string& line);
   void accept_loop(const std::string& secret);
   void adopt_new_connections();
   // events: what epoll reported for its socket.

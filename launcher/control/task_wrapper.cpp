@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -116,6 +118,99 @@ os::UniqueFd connect_to_launcher(std::uint32_t rank, std::uint32_t attempt) {
   }
 }
 
+// Until the rank has ended: its output copied, signals passed on or reported. Returns its wait
+// status; `stopped` says whether slurmstepd sent the step a stop signal meanwhile.
+int supervise_rank(RankProcess& process, int signals, const os::UniqueFd& control, bool& stopped) {
+  int wait_status = 0;
+  while (process.running) {
+    pollfd fds[2] = {{signals, POLLIN, 0}, {process.output.get(), POLLIN, 0}};
+    const nfds_t count = process.output ? 2 : 1;
+    if (::poll(fds, count, -1) < 0 && errno != EINTR) break;
+    if (count == 2 && fds[1].revents != 0) pump_output(process, false);
+    signalfd_siginfo info{};
+    while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      // slurmstepd, the parent, signals every process of the step, the rank included. A stop
+      // signal from anyone else (kill of this task's pid) was meant for the rank: pass it on.
+      if (sig == SIGCHLD) continue;
+      if (static_cast<pid_t>(info.ssi_pid) != ::getppid()) {
+        ::kill(process.pid, sig);
+      } else if (!stopped) {
+        stopped = true;
+        if (control) {
+          const char* abbrev = sigabbrev_np(sig);
+          const std::string line = wrapper_signal_line(
+              abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig));
+          write_all(control.get(), line.data(), line.size());
+        }
+      }
+    }
+    for (int status = 0;;) {
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      if (pid == process.pid) {
+        process.running = false;
+        wait_status = status;
+      }
+    }
+  }
+  // Whatever the rank left running goes; then the rest of its output.
+  kill_leftovers();
+  while (process.output) {
+    pollfd fd{process.output.get(), POLLIN, 0};
+    if (::poll(&fd, 1, 2000) <= 0) {
+      end_output(process, false);
+      break;
+    }
+    pump_output(process, false);
+  }
+  return wait_status;
+}
+
+// --primus-recover=rejoin: whether this rank's end is a failure that primus-launch may answer
+// with a replacement in this task (docs/architecture.md, "Recovery without a restart").
+bool may_be_replaced(int wait_status, bool stopped, const os::UniqueFd& control) {
+  if (!control || stopped || variable("PRIMUS_RECOVER") != "rejoin") return false;
+  const int code = exit_code(wait_status);
+  const auto preempted = parse_unsigned(variable("PRIMUS_EXIT_PREEMPTED"), 255);
+  return code != 0 && (!preempted || code != static_cast<int>(*preempted));
+}
+
+// After a failure that may be replaced: primus-launch's generation notice for this rank, or
+// nullopt once it is clear that none comes (a stop signal: the launcher ends the step when it
+// does not rejoin; its connection closed; the rejoin's deadline, with a margin, passed).
+std::optional<GenerationNotice> wait_for_replacement(int signals, const os::UniqueFd& control) {
+  const auto deadline_seconds = parse_unsigned(variable("PRIMUS_REJOIN_DEADLINE"), 1U << 20);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(deadline_seconds.value_or(60) + 10);
+  LineSplitter lines;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          until - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return std::nullopt;
+    pollfd fds[2] = {{signals, POLLIN, 0}, {control.get(), POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) {
+      return std::nullopt;
+    }
+    signalfd_siginfo info{};
+    while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      if (info.ssi_signo != SIGCHLD) return std::nullopt;
+    }
+    if (fds[1].revents == 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::recv(control.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return std::nullopt;
+    if (n < 0) continue;
+    bool ok = true;
+    for (const std::string& line : lines.feed(std::string_view(buffer, n), ok)) {
+      std::string error;
+      if (auto notice = parse_generation_notice(line, error)) return notice;
+    }
+    if (!ok) return std::nullopt;
+  }
+}
+
 }  // namespace
 
 int run_task_wrapper(const std::vector<std::string>& command) {
@@ -164,57 +259,35 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   // writes meanwhile waits in its pipe.
   os::UniqueFd control = connect_to_launcher(rank, attempt);
 
-  int wait_status = 0;
-  bool signal_reported = false;
-  while (process.running) {
-    pollfd fds[2] = {{signals.get(), POLLIN, 0}, {process.output.get(), POLLIN, 0}};
-    const nfds_t count = process.output ? 2 : 1;
-    if (::poll(fds, count, -1) < 0 && errno != EINTR) break;
-    if (count == 2 && fds[1].revents != 0) pump_output(process, false);
-    signalfd_siginfo info{};
-    while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      const int sig = static_cast<int>(info.ssi_signo);
-      // slurmstepd, the parent, signals every process of the step, the rank included. A stop
-      // signal from anyone else (kill of this task's pid) was meant for the rank: pass it on.
-      if (sig == SIGCHLD) continue;
-      if (static_cast<pid_t>(info.ssi_pid) != ::getppid()) {
-        ::kill(process.pid, sig);
-      } else if (control && !signal_reported) {
-        signal_reported = true;
-        const char* abbrev = sigabbrev_np(sig);
-        const std::string line = wrapper_signal_line(abbrev != nullptr ? std::string("SIG") + abbrev
-                                                                       : std::to_string(sig));
-        write_all(control.get(), line.data(), line.size());
-      }
+  bool stopped = false;
+  int wait_status = supervise_rank(process, signals.get(), control, stopped);
+  for (;;) {
+    if (control) {
+      // The kernel delivers it even after this process is gone (the launcher sends nothing on
+      // this connection but a rejoin's notice, so the close is an orderly one); the launcher
+      // waits a few seconds after srun ends for reports still on their way. Not waiting here
+      // for the launcher to read it saves every task a round trip through the launcher's loop
+      // at the end of each step.
+      const std::string line = wrapper_exit_line(wait_status);
+      write_all(control.get(), line.data(), line.size());
     }
-    for (int status = 0;;) {
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      if (pid == process.pid) {
-        process.running = false;
-        wait_status = status;
-      }
-    }
-  }
-  // Whatever the rank left running goes; then the rest of its output.
-  kill_leftovers();
-  while (process.output) {
-    pollfd fd{process.output.get(), POLLIN, 0};
-    if (::poll(&fd, 1, 2000) <= 0) {
-      end_output(process, false);
+    if (!may_be_replaced(wait_status, stopped, control)) break;
+    const auto notice = wait_for_replacement(signals.get(), control);
+    if (!notice) break;
+    // The replacement: the same command in this task, in the notice's generation.
+    RankSpawn replacement = spawn;
+    replacement.env = replacement_environment(spawn.env, *notice);
+    replacement.log = std::filesystem::path(log_dir) / rank_log_name(rank, notice->generation);
+    try {
+      process = spawn_rank(replacement);
+    } catch (const std::exception& e) {
+      std::cerr << "primus-task: rank " << rank << ": cannot start its replacement: " << e.what()
+                << "\n";
       break;
     }
-    pump_output(process, false);
+    wait_status = supervise_rank(process, signals.get(), control, stopped);
   }
-  if (control) {
-    const std::string line = wrapper_exit_line(wait_status);
-    // The kernel delivers it after this process is gone (the launcher sends nothing on this
-    // connection, so the close is an orderly one); the launcher waits a few seconds after srun
-    // ends for reports still on their way. Not waiting here for the launcher to read it saves
-    // every task a round trip through the launcher's loop at the end of each step.
-    write_all(control.get(), line.data(), line.size());
-    ::shutdown(control.get(), SHUT_WR);
-  }
+  if (control) ::shutdown(control.get(), SHUT_WR);
   end_like(wait_status);
 }
 

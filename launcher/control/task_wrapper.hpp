@@ -3,7 +3,10 @@
 // rank as its child and makes itself a child subreaper, so that nothing the rank started
 // (DataLoader workers) outlives it; it copies the rank's output to logs/.../rank-<r>.log and to
 // srun; it reports the rank's end (exit status or signal) to primus-launch over the control
-// channel, then ends the same way. Slurm's signals reach the rank directly (slurmstepd signals
+// channel, then ends the same way. With --primus-recover=rejoin (PRIMUS_RECOVER), after a
+// failure it first waits for the launcher's generation notice and, when one comes, starts the
+// replacement in this task and supervises it the same way (docs/architecture.md, "Recovery
+// without a restart", "Under srun"). Slurm's signals reach the rank directly (slurmstepd signals
 // every process of the step); the wrapper itself ignores them, so that it is always there to
 // report, and passes on to the rank the stop signals that anyone but slurmstepd sends to it.
 #pragma once

@@ -60,15 +60,6 @@ std::string signal_name(int sig) {
 using GenerationEnvironment = std::function<Environment(
     std::uint32_t rank, std::uint32_t generation, const std::optional<std::string>& resume)>;
 
-Rejoin::Settings rejoin_settings(const RunnerSettings& settings, const AttemptPlan& plan) {
-  Rejoin::Settings s;
-  s.enabled = settings.rejoin && settings.control != nullptr;
-  s.world_size = plan.world_size;
-  s.limit = plan.rejoins_left;
-  s.deadline = settings.rejoin_deadline;
-  return s;
-}
-
 AttemptContext with_rejoin(AttemptContext context, Rejoin& rejoin) {
   context.rejoin = &rejoin;
   return context;

@@ -69,7 +69,11 @@ namespace {
 class SrunAttempt {
  public:
   SrunAttempt(const SrunStep& step, const RunnerSettings& settings, const AttemptContext& context)
-      : step_(step), settings_(settings), reports_(context), step_world_(context.world_size) {}
+      : step_(step),
+        settings_(settings),
+        reports_(context),
+        rejoin_(context.rejoin),
+        step_world_(context.world_size) {}
 
   void start() {
     srun_ = start_srun(step_);
@@ -93,10 +97,13 @@ class SrunAttempt {
   void reap();
   void requeue_when_due(Clock::time_point now);
   void every_second(Clock::time_point now);
+  void place_replacement();
+  void give_up_rejoin(const std::string& why);
 
   const SrunStep& step_;
   const RunnerSettings& settings_;
   RankReports reports_;
+  Rejoin* rejoin_ = nullptr;  // --primus-recover=rejoin's; nullptr: none
   std::uint32_t step_world_ = 0;
   pid_t srun_ = -1;
   bool srun_running_ = true;
@@ -143,7 +150,14 @@ void SrunAttempt::act(RankAction action, std::uint32_t rank) {
   }
 }
 
+void SrunAttempt::give_up_rejoin(const std::string& why) {
+  if (reports_.rejoin_failed(why) == RankAction::kEndForFailure) end_the_step("the rejoin failed");
+}
+
 void SrunAttempt::forward_stop(int sig, const std::string& source, bool user_stop) {
+  // No replacement starts during a stop: the rejoin ends as a failure would, and the stop is
+  // forwarded as after one.
+  give_up_rejoin("a stop came (" + source + ")");
   reports_.stop_forwarded(source, signal_text(sig), user_stop);
   signal_job(target(), sig);
   // Slurm's deadlines (GraceTime, the time limit) bound a stop that Slurm began; a stop that
@@ -225,9 +239,49 @@ void SrunAttempt::every_second(Clock::time_point now) {
   }
   if (settings_.hang_timeout && srun_running_) {
     if (const auto rank = reports_.check_hang(now, *settings_.hang_timeout)) {
-      end_the_step("rank " + std::to_string(*rank) + " hung");
+      if (reports_.rejoining(*rank)) {
+        // Under srun the launcher cannot kill one rank on its node: the step ends as for a
+        // hang without a rejoin.
+        give_up_rejoin("rank " + std::to_string(*rank) +
+                       " hung, and under srun a hung rank is not replaced");
+      } else {
+        end_the_step("rank " + std::to_string(*rank) + " hung");
+      }
     }
   }
+}
+
+// Every survivor waits: the failed rank's task wrapper starts the replacement in its task, and
+// every rank learns the new generation (docs/architecture.md, "Recovery without a restart").
+void SrunAttempt::place_replacement() {
+  const std::uint32_t rank = *rejoin_->failed_rank();
+  const std::uint32_t generation = rejoin_->generation() + 1;
+  const std::optional<std::string> resume =
+      settings_.resolve_resume ? settings_.resolve_resume() : std::nullopt;
+  if (!resume) {
+    give_up_rejoin("no committed checkpoint verifies");
+    return;
+  }
+  const auto ports = step_.generation_ports
+                         ? step_.generation_ports(reports_.report().step, generation)
+                         : std::nullopt;
+  if (!ports) {
+    give_up_rejoin("no ports for generation " + std::to_string(generation) +
+                   " (the step is not known: no task wrapper reported it)");
+    return;
+  }
+  const std::string notice = generation_notice(generation, ports->first, ports->second, *resume);
+  ControlServer& control = *settings_.control;
+  if (!control.send_to_wrapper(rank, notice)) {
+    give_up_rejoin("rank " + std::to_string(rank) +
+                   "'s task wrapper cannot be reached to start its replacement");
+    return;
+  }
+  reports_.replacement_started(rank, false);
+  for (std::uint32_t r = 0; r < step_world_; ++r) {
+    if (r != rank) control.send(r, notice);
+  }
+  rejoin_->placed(Clock::now());
 }
 
 void SrunAttempt::supervise(int signals) {
@@ -247,6 +301,10 @@ void SrunAttempt::supervise(int signals) {
     read_signals(signals);
     reap();
     const auto now = Clock::now();
+    if (rejoin_ != nullptr && rejoin_->ready_to_place()) place_replacement();
+    if (rejoin_ != nullptr && rejoin_->past_deadline(now)) {
+      give_up_rejoin("the ranks had not rejoined within --primus-rejoin-deadline");
+    }
     if (settings_.monitor != nullptr) {
       if (reports_.stopping()) settings_.monitor->set_state("stopping");
       settings_.monitor->tick();

@@ -1,7 +1,9 @@
 // One attempt of the ranks as an srun step (OS adapter): every task of the step is
 // `primus-task -- COMMAND` (task_wrapper.hpp), supervised through the control channel, whose
 // reports rank_reports.hpp reads. A rank that fails, or hangs past --primus-hang-timeout, ends
-// the attempt (SIGTERM to the step with scancel, SIGKILL after the grace time); a stop signal
+// the attempt (SIGTERM to the step with scancel, SIGKILL after the grace time), unless its
+// failure is a rejoin (--primus-recover=rejoin): then its task wrapper starts the replacement
+// in its task, in the generation the launcher's notice names, and the others stay; a stop signal
 // to the launcher, or a stop request in the job directory, is forwarded to the step with
 // `scancel --signal`, never to srun (which would turn SIGTERM into SIGKILL); a stop signal
 // that Slurm sent the ranks itself (preemption, --signal) is learnt from their reports.
@@ -12,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "slurm/slurm_queries.hpp"
@@ -39,6 +42,11 @@ struct SrunStep {
   // delay the ranks' start (it may run commands and wait for them: the attempt reaps no child
   // meanwhile). Empty: nothing.
   std::function<void()> after_start;
+  // --primus-recover=rejoin: MASTER_PORT and PRIMUS_PORT of a rejoin's new generation of the
+  // step ("<job>.<step>", the wrappers' hello), or nullopt when it has none. Empty: no rejoin.
+  std::function<std::optional<std::pair<std::uint16_t, std::uint16_t>>(const std::string& step,
+                                                                       std::uint32_t generation)>
+      generation_ports;
 };
 
 // Runs the step to its end; `context` names the attempt (its `slurm` set).

@@ -314,6 +314,11 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   settings.warning_signal = signal_number(options.value_or("primus-preempt-signal", "USR2"));
   settings.stop_request = job_dir.stop_request_file();
   settings.label = s.label;
+  settings.rejoin = options.value_or("primus-recover", "restart") == "rejoin";
+  settings.rejoin_deadline = rejoin_deadline_of(options);
+  settings.resolve_resume = [&supervised, &events, &node] {
+    return resolve_resume(supervised.ckpt_root, supervised.given_resume, events, node);
+  };
   SlurmRunner runner(settings, std::move(job));
   return supervise(supervised, job_dir, runner, events, monitor);
 }

@@ -8,6 +8,9 @@
 #include <iostream>
 
 #include "primus/common/hostlist.hpp"
+#include "primus/common/parse_number.hpp"
+#include "primus/common/ports.hpp"
+#include "primus/common/rank_env.hpp"
 #include "slurm/lost_nodes.hpp"
 #include "slurm/slurm_attempt.hpp"
 #include "slurm/slurm_queries.hpp"
@@ -95,8 +98,42 @@ AttemptReport SlurmRunner::run(const AttemptPlan& plan) {
   for (const std::string& excluded : job_.exclusions->nodes())
     step.excluded_nodes.push_back(excluded);
   step.after_start = job_.after_start;
+  step.generation_ports = [this](const std::string& step_text, std::uint32_t generation) {
+    return generation_ports(step_text, generation);
+  };
+  Rejoin rejoin(rejoin_settings(settings_, plan));
+  AttemptContext context = context_of(settings_, plan, true);
+  context.rejoin = &rejoin;
+  return run_srun_step(step, settings_, context);
+}
 
-  return run_srun_step(step, settings_, context_of(settings_, plan, true));
+std::optional<std::pair<std::uint16_t, std::uint16_t>> SlurmRunner::generation_ports(
+    const std::string& step_text, std::uint32_t generation) const {
+  // The step's own derived port slot moved on by the generation: every rank learns the ports
+  // from the notice, and rank 0's node (MASTER_ADDR) stays, since the replacement runs in the
+  // failed rank's own task. Keyed as the plugin keys the step's slot (common/task_env.cpp).
+  const auto dot = step_text.find('.');
+  const auto job_id = parse_unsigned(step_text.substr(0, dot), ~std::uint64_t{0} >> 1);
+  const auto step_id = dot == std::string::npos
+                           ? std::nullopt
+                           : parse_unsigned(step_text.substr(dot + 1), ~std::uint64_t{0} >> 1);
+  if (!job_id || !step_id) return std::nullopt;
+  try {
+    const Framework framework = parse_framework(job_.options.value_or("primus", "pytorch"));
+    const PortRange range =
+        parse_port_range(job_.options.value_or("port-range", "20000-29999"), "port_range");
+    const bool job_wide = lookup(job_.env, "PRIMUS_SECRET_SCOPE").value_or("") == "job";
+    const std::vector<std::uint16_t> block = derive_port_block(
+        *job_id, *step_id + generation, range, ports_needed(framework, job_.tasks_per_node),
+        job_wide ? std::optional<std::string_view>(job_.secret) : std::nullopt);
+    const StepPorts ports =
+        assign_ports(framework, job_.tasks_per_node, block, "the derived port slot", "auto");
+    return std::make_pair(ports.master_port, ports.primus_port);
+  } catch (const std::exception& e) {
+    std::cerr << "primus-launch: no ports for generation " << generation << ": " << e.what()
+              << "\n";
+    return std::nullopt;
+  }
 }
 
 void SlurmRunner::examine(const JobSituation& job, const AttemptReport& report,

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "primus/common/environment.hpp"
@@ -56,6 +57,9 @@ class SlurmRunner final : public AttemptRunner {
 
  private:
   std::vector<std::string> step_environment(const AttemptPlan& plan) const;
+  // MASTER_PORT and PRIMUS_PORT of a rejoin's generation of step "<job>.<step>".
+  std::optional<std::pair<std::uint16_t, std::uint16_t>> generation_ports(
+      const std::string& step_text, std::uint32_t generation) const;
   void refresh_current_nodes();
   std::set<std::string> kept_out() const;
 

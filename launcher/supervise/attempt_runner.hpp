@@ -40,11 +40,11 @@ struct RunnerSettings {
   std::filesystem::path stop_request;  // checked every second; its appearance is a stop
   bool label = false;                  // --label
   int warning_signal = SIGUSR2;        // the ranks' --primus-preempt-signal (signal_for_ranks)
-  // --primus-recover=rejoin (one machine): a rank's failure is a rejoin where one can be made,
-  // within --primus-rejoin-deadline; resolve_resume gives its checkpoint (the supervisor's rule 4).
+  // --primus-recover=rejoin: a rank's failure is a rejoin where one can be made, within
+  // --primus-rejoin-deadline; resolve_resume gives its checkpoint (the supervisor's rule 4).
   bool rejoin = false;
   std::chrono::milliseconds rejoin_deadline{std::chrono::seconds(60)};
-  bool standby = true;  // a rejoin's replacement from a standby (not --primus-no-standby)
+  bool standby = true;  // one machine: a rejoin's replacement from a standby (--primus-no-standby)
   std::function<std::optional<std::string>()> resolve_resume;
 };
 

@@ -37,6 +37,15 @@ AttemptContext context_of(const RunnerSettings& settings, const AttemptPlan& pla
   return context;
 }
 
+Rejoin::Settings rejoin_settings(const RunnerSettings& settings, const AttemptPlan& plan) {
+  Rejoin::Settings s;
+  s.enabled = settings.rejoin && settings.control != nullptr;
+  s.world_size = plan.world_size;
+  s.limit = plan.rejoins_left;
+  s.deadline = settings.rejoin_deadline;
+  return s;
+}
+
 RankReports::RankReports(const AttemptContext& context)
     : context_(context), started_(Clock::now()), watch_(context.world_size) {}
 

@@ -36,13 +36,15 @@ struct AttemptContext {
   EventLog* events = nullptr;
   JobMonitor* monitor = nullptr;  // nullptr: none
   DataTasks* data = nullptr;      // nullptr: static data split
-  Rejoin* rejoin = nullptr;       // --primus-recover=rejoin's (one machine); nullptr: none
+  Rejoin* rejoin = nullptr;       // --primus-recover=rejoin's; nullptr: none
   bool resume_point = false;      // the attempt started from a committed checkpoint
 };
 
 // The context of an attempt that a runner with `settings` runs as `plan` says (`slurm`: an srun
 // step).
 AttemptContext context_of(const RunnerSettings& settings, const AttemptPlan& plan, bool slurm);
+// The attempt's rejoin, from --primus-recover and the rejoins left to the plan.
+Rejoin::Settings rejoin_settings(const RunnerSettings& settings, const AttemptPlan& plan);
 
 // What the runner must do after a report or a rank's end.
 enum class RankAction {

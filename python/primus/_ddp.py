@@ -20,7 +20,9 @@ rebuilds.
 
 On the CPU the gradients are summed by primus.comm through a communication hook
 (primus/_grad_allreduce.py: fewer rounds than gloo's ring, on the calling thread, bitwise alike
-on every rank); a GPU model, NCCL, a process group of the caller's or allreduce="torch" keep
+on every rank), and the buffers' broadcast before each forward pass (BatchNorm's statistics)
+goes through primus.comm as well, so that every collective of a step can be aborted at a
+peer's failure (a rejoin: docs/architecture.md, "Recovery without a restart"); a GPU model, NCCL, a process group of the caller's or allreduce="torch" keep
 DDP's own C++ path. No hook ever runs Python on gloo's threads: one that timed the first bucket
 there (what primus.ddp had) cost about 3 % of the CPU of the CNN example's steps at 8 ranks on
 this machine's two cores. The monitor instead times the gradient all-reduce's wait on the backward pass's own thread: a tensor
@@ -89,6 +91,7 @@ def ddp(model, *, allreduce="primus", **kwargs):
 
         summer = GradientAllreduce(_runtime._communicator(), dist.get_world_size())
         wrapped.register_comm_hook(None, summer.hook)
+        wrapped._primus_communicator = _runtime._communicator()
     last = next((p for p in model.parameters() if p.requires_grad), None)
     if last is not None:
         last.register_hook(_last_gradient_hook())
@@ -105,6 +108,33 @@ def _stable_buckets_class():
 
     class StableBucketsDDP(torch.nn.parallel.DistributedDataParallel):
         _primus_rebuild_pending = True
+        # primus.comm's communicator where it sums the gradients: the buffers' broadcast at
+        # each forward pass goes through it too (below).
+        _primus_communicator = None
+
+        def _distributed_broadcast_coalesced(self, tensors, buffer_size, authoritative_rank=0):
+            """The buffers' broadcast before each forward pass (BatchNorm's statistics from
+            rank 0): through primus.comm where it sums the gradients, so that a peer's failure
+            aborts it and raises PeerFailure at once, which a rejoin goes on from; through gloo,
+            a lost peer raised gloo's own error (or, for a peer that falls silent, waited for
+            gloo's timeout), which no survivor can tell from a failure of its own. The same
+            bytes arrive either way: one flat broadcast per dtype, copied back in place."""
+            communicator = self._primus_communicator
+            if communicator is None:
+                return super()._distributed_broadcast_coalesced(tensors, buffer_size,
+                                                                authoritative_rank)
+            from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+            by_dtype = {}
+            for tensor in tensors:
+                by_dtype.setdefault(tensor.dtype, []).append(tensor)
+            with torch.no_grad():
+                for group in by_dtype.values():
+                    flat = _flatten_dense_tensors(group)
+                    communicator.broadcast(flat, root=authoritative_rank)
+                    for tensor, synced in zip(group, _unflatten_dense_tensors(flat, group)):
+                        tensor.copy_(synced)
+            return None
 
         def forward(self, *inputs, **kwargs):
             if (self._primus_rebuild_pending and torch.is_grad_enabled()

@@ -9,6 +9,7 @@ run excepted: another world size sums the gradients in another order), and the s
 model descends from must have read every record exactly once per epoch (train_oracle.py, from
 the record numbers each rank logged at every step of every run)."""
 
+import datetime
 import sys
 import time
 from pathlib import Path
@@ -160,6 +161,63 @@ def test_a_rank_that_crashes_restarts_from_the_checkpoint_and_ends_bitwise_equal
     assert run.milestones() == ["launched", "dataset-checked", "rank-failed", "restarted",
                                 "resuming", "finished"], run.events()
     assert [e["details"]["step"] for e in run.events() if e["event"] == "resuming"] == ["20"]
+    run.exactly_once()
+
+
+def test_a_rank_that_crashes_is_replaced_in_its_task_while_the_others_stay(
+        testbed, prefix, dataset, reference):
+    """--primus-recover=rejoin under srun: rank 5 of 8 exits 3 after step 27 (checkpoint 20
+    committed); its task wrapper reports the end and waits, the seven others stay alive in the
+    same step, and on the launcher's notice the wrapper starts rank 5 again in its own task, in
+    generation 1 on the generation's ports; every rank goes on from step 20 and the run ends
+    bitwise equal, every record once per epoch, in one attempt and one srun step."""
+    run = CnnJob(testbed, prefix, "cnn-rejoin", dataset)
+    run.submit(launch="--primus-recover=rejoin --primus-max-restarts=1",
+               env=f"FAIL_AT=27 FAIL_RANK=5 FAIL_MARKER={run.dir}/failed AFTER_COMMIT=1")
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert (run.dir / "failed").exists()
+    assert run.final() == reference.final()
+    assert run.milestones() == ["launched", "dataset-checked", "rank-failed", "rejoin",
+                                "resuming", "rejoined", "rejoin-first-step", "finished"], \
+        run.events()
+    events = run.events()
+    assert [e["details"]["step"] for e in events if e["event"] == "resuming"] == ["20"]
+    rejoined = next(e for e in events if e["event"] == "rejoined")
+    assert (rejoined["rank"], rejoined["details"]["generation"],
+            rejoined["details"]["replacement"]) == (5, "1", "started"), rejoined
+    assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
+    logs = run.dir / f"primus-{run.job}" / "logs" / "alloc-0" / "attempt-0"
+    names = sorted(p.name for p in logs.iterdir())
+    assert names == sorted([f"rank-{r}.log" for r in range(8)] + ["rank-5.gen-1.log"]), names
+    assert f"finished at step {EPOCHS * STEPS_PER_EPOCH}" in (logs / "rank-5.gen-1.log").read_text()
+    chain = run.exactly_once()
+    assert {step: entry["run"] for step, entry in chain.items()} == {
+        step: "cnn-rejoin/-/0" if step <= 20 else "cnn-rejoin/-/0/1" for step in chain}, \
+        chain
+
+
+def test_a_rank_that_crashes_before_the_first_checkpoint_is_restarted_instead_of_replaced(
+        testbed, prefix, dataset, reference):
+    """--primus-recover=rejoin under srun, rank 3 failing after step 5, before any checkpoint:
+    its task wrapper waits for a notice that does not come, the launcher says why there is no
+    rejoin and ends the step (the waiting wrapper ends with it), and the restart resumes from
+    the start, bitwise equal."""
+    run = CnnJob(testbed, prefix, "cnn-no-rejoin", dataset)
+    run.submit(launch="--primus-recover=rejoin --primus-max-restarts=1",
+               env=f"FAIL_AT=5 FAIL_RANK=3 FAIL_MARKER={run.dir}/failed")
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.final() == reference.final()
+    assert "no rejoin: no checkpoint was committed yet to go on from" in run.output()
+    assert run.milestones() == ["launched", "dataset-checked", "rank-failed", "restarted",
+                                "finished"], run.events()
+    failed, restarted = (next(e for e in run.events() if e["event"] == name)
+                         for name in ("rank-failed", "restarted"))
+    assert (failed["rank"], failed["details"]["status"]) == (3, "exit status 3"), failed
+    # The step ended at the launcher's word: the waiting wrapper did not hold it for its own
+    # deadline (the rejoin's 60 s and 10 more).
+    def at(event):
+        return datetime.datetime.fromisoformat(event["time"].rstrip("Z")).timestamp()
+    assert at(restarted) - at(failed) < 30, (failed, restarted)
     run.exactly_once()
 
 

@@ -379,6 +379,33 @@ TEST(LaunchControl, RanksAndWrappersThatKnowTheSecretReportAndStrangersAreRefuse
   EXPECT_NE(refusals[1].find("claims rank 9"), std::string::npos) << refusals[1];
 }
 
+// A line for a rank goes to the rank's own connection, one for its task wrapper to the
+// wrapper's (a rejoin's notice under srun), never the other.
+TEST(LaunchControl, ALineForARanksWrapperReachesTheWrapperAndNotTheRank) {
+  const std::string secret = os::make_job_secret();
+  ControlServer server("127.0.0.1", 0, secret, 4, nullptr);
+  os::UniqueFd rank = coll::connect_control(server.address(), secret, 3, 5s);
+  os::UniqueFd wrapper =
+      coll::connect_control(server.address(), secret, 3 | coll::kControlWrapperBit, 5s);
+  const std::string hello = "{\"type\":\"hello\",\"attempt\":0,\"node\":\"n1\",\"pid\":1}\n";
+  for (const int fd : {rank.get(), wrapper.get()})
+    ASSERT_EQ(::write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  ASSERT_EQ(wait_reports(server, 2).size(), 2U);  // both adopted
+  const auto read_line = [](int fd) {
+    std::string text;
+    char c = 0;
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, 2000) > 0 && ::read(fd, &c, 1) == 1 && c != '\n')
+      text.push_back(c);
+    return text;
+  };
+  EXPECT_TRUE(server.send_to_wrapper(3, "for the wrapper"));
+  EXPECT_TRUE(server.send(3, "for the rank"));
+  EXPECT_EQ(read_line(wrapper.get()), "for the wrapper");
+  EXPECT_EQ(read_line(rank.get()), "for the rank");
+  EXPECT_FALSE(server.send_to_wrapper(2, "nobody"));
+}
+
 // status.json's and throughput.jsonl's numbers: the shortest digits that read back as the same
 // double, a whole number still a float, what JSON cannot hold written as null.
 TEST(LaunchControl, JsonNumbersReadBackAsTheSameValues) {

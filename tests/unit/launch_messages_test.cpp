@@ -105,6 +105,67 @@ TEST(ControlMessages, TheGenerationNoticeIsItsRow) {
   EXPECT_EQ(notice.at("resume"), "/ckpt/step-00000007");
 }
 
+// The task wrapper reads the notice it is sent under srun (a rejoin's replacement in its task):
+// the row's example and the launcher's own line read back; a line short of any field, or with a
+// field out of its range, is no notice.
+TEST(ControlMessages, TheWrapperReadsTheGenerationNoticeAndRefusesAnyOtherLine) {
+  std::string error;
+  const auto notice =
+      parse_generation_notice(generation_notice(4, 29500, 29501, "/ckpt/step-00000007"), error);
+  ASSERT_TRUE(notice.has_value()) << error;
+  EXPECT_EQ(notice->generation, 4U);
+  EXPECT_EQ(notice->master_port, 29500);
+  EXPECT_EQ(notice->primus_port, 29501);
+  EXPECT_EQ(notice->resume, "/ckpt/step-00000007");
+  EXPECT_TRUE(parse_generation_notice(example_line("generation", table().at("generation")), error)
+                  .has_value())
+      << error;
+  for (const std::string& bad : {
+           std::string("not json"),
+           std::string("[1, 2]"),
+           std::string(R"({"type": "hello", "generation": 1})"),
+           std::string(
+               R"({"type": "generation", "master_port": 1, "primus_port": 2, "resume": "/c"})"),
+           std::string(R"({"type": "generation", "generation": 0, "master_port": 1,)"
+                       R"( "primus_port": 2, "resume": "/c"})"),
+           std::string(R"({"type": "generation", "generation": 1, "master_port": 70000,)"
+                       R"( "primus_port": 2, "resume": "/c"})"),
+           std::string(R"({"type": "generation", "generation": 1, "master_port": 1,)"
+                       R"( "primus_port": -2, "resume": "/c"})"),
+           std::string(R"({"type": "generation", "generation": 1, "master_port": 1,)"
+                       R"( "primus_port": 2, "resume": ""})"),
+       }) {
+    error.clear();
+    EXPECT_FALSE(parse_generation_notice(bad, error).has_value()) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+// The replacement's environment is the failed rank's with the notice's generation, ports and
+// resume point, and the TCP bootstrap, each variable once.
+TEST(ControlMessages, TheReplacementsEnvironmentIsTheRanksWithTheNoticesGeneration) {
+  GenerationNotice notice;
+  notice.generation = 2;
+  notice.master_port = 21000;
+  notice.primus_port = 21001;
+  notice.resume = "/ckpt/step-00000020";
+  const std::vector<std::string> env =
+      replacement_environment({"RANK=5", "MASTER_PORT=20000", "PRIMUS_BOOTSTRAP=pmix", "PATH=/bin",
+                               "MASTER_ADDR=n1", "PRIMUS_PORT_RANGE=1-2"},
+                              notice);
+  const std::multiset<std::string> got(env.begin(), env.end());
+  const std::multiset<std::string> expected = {"RANK=5",
+                                               "PATH=/bin",
+                                               "MASTER_ADDR=n1",
+                                               "PRIMUS_PORT_RANGE=1-2",
+                                               "PRIMUS_GENERATION=2",
+                                               "MASTER_PORT=21000",
+                                               "PRIMUS_PORT=21001",
+                                               "PRIMUS_BOOTSTRAP=tcp",
+                                               "PRIMUS_RESUME=/ckpt/step-00000020"};
+  EXPECT_EQ(got, expected);
+}
+
 TEST(ControlMessages, TheWrappersLinesAreTheRowsThatSayWrapper) {
   std::set<std::string> sent;
   for (const std::string& line : {wrapper_hello_line(2, "n3", 99, "7.1"), wrapper_exit_line(9),
