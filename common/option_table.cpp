@@ -77,7 +77,7 @@ const std::vector<OptionSpec>& option_table() {
        OptionScope::kUser, "", "restart", validators::recover_mode,
        "primus-launch: what a rank's failure does. restart: every rank ends and starts again "
        "from the newest committed checkpoint. rejoin (CPU ranks under primus.train; on one "
-       "machine, and under srun for a rank's failure): the other ranks stay alive, a "
+       "machine, and under srun for a rank's failure or hang): the other ranks stay alive, a "
        "replacement starts (under srun in the failed rank's own task), and every rank goes on "
        "from that checkpoint in the same attempt, bitwise as after a restart; where a rejoin "
        "cannot be made (no checkpoint yet, a rank that cannot rejoin, its deadline) the restart "

@@ -30,6 +30,10 @@ std::string generation_notice(std::uint32_t generation, std::uint16_t master_por
          ", \"resume\": " + json_quote(resume) + "}";
 }
 
+std::string kill_rank_line(const std::string& reason) {
+  return "{\"type\": \"kill\", \"reason\": " + json_quote(reason) + "}";
+}
+
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
                                const std::string& step) {
   return "{\"type\": \"hello\", \"attempt\": " + std::to_string(attempt) +

@@ -129,6 +129,12 @@ std::optional<GenerationNotice> parse_generation_notice(std::string_view line, s
 std::vector<std::string> replacement_environment(const std::vector<std::string>& base,
                                                  const GenerationNotice& notice);
 
+// The launcher's word to a task wrapper under srun that its rank hung and is to be killed, for a
+// rejoin to replace it: {"type": "kill", "reason"}.
+std::string kill_rank_line(const std::string& reason);
+// Whether `line` is that word (notice_parse.cpp).
+bool is_kill_line(std::string_view line);
+
 // The lines a wrapper sends (for the wrapper and the tests).
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
                                const std::string& step);

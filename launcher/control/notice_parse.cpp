@@ -1,5 +1,6 @@
-// A rejoin's generation notice as the task wrapper reads it, and the replacement's environment
-// (control_protocol.hpp). Rare (once per rejoin), so a document is fine here.
+// A rejoin's generation notice and the launcher's word to kill a hung rank, as the task wrapper
+// reads them, and the replacement's environment (control_protocol.hpp). Rare (once per rejoin), so
+// a document is fine here.
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -47,6 +48,13 @@ std::optional<GenerationNotice> parse_generation_notice(std::string_view line, s
   }
   notice.resume = resume->get<std::string>();
   return notice;
+}
+
+bool is_kill_line(std::string_view line) {
+  const nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+  if (!doc.is_object()) return false;
+  const auto type = doc.find("type");
+  return type != doc.end() && type->is_string() && type->get<std::string>() == "kill";
 }
 
 std::vector<std::string> replacement_environment(const std::vector<std::string>& base,

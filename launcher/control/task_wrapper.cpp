@@ -20,6 +20,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "cli/command_path.hpp"
@@ -118,15 +119,42 @@ os::UniqueFd connect_to_launcher(std::uint32_t rank, std::uint32_t attempt) {
   }
 }
 
-// Until the rank has ended: its output copied, signals passed on or reported. Returns its wait
-// status; `stopped` says whether slurmstepd sent the step a stop signal meanwhile.
-int supervise_rank(RankProcess& process, int signals, const os::UniqueFd& control, bool& stopped) {
+// What the launcher says to this wrapper: a hung rank's kill, a rejoin's notice (rare lines).
+struct LauncherLines {
+  LineSplitter split;
+  bool open = true;
+  // Reads what has arrived; the complete lines, none once the connection has closed.
+  std::vector<std::string> read(int fd) {
+    char buffer[4096];
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) open = false;
+    if (n <= 0) return {};
+    bool ok = true;
+    std::vector<std::string> lines =
+        split.feed(std::string_view(buffer, static_cast<std::size_t>(n)), ok);
+    if (!ok) open = false;
+    return lines;
+  }
+};
+
+// Until the rank has ended: its output copied, signals passed on or reported, the launcher's
+// word to kill it (a hang, for a rejoin) carried out. Returns its wait status; `stopped` says
+// whether slurmstepd sent the step a stop signal meanwhile.
+int supervise_rank(RankProcess& process, int signals, const os::UniqueFd& control,
+                   LauncherLines& launcher, bool& stopped) {
   int wait_status = 0;
   while (process.running) {
-    pollfd fds[2] = {{signals, POLLIN, 0}, {process.output.get(), POLLIN, 0}};
-    const nfds_t count = process.output ? 2 : 1;
+    pollfd fds[3] = {{signals, POLLIN, 0},
+                     {control && launcher.open ? control.get() : -1, POLLIN, 0},
+                     {process.output.get(), POLLIN, 0}};
+    const nfds_t count = process.output ? 3 : 2;
     if (::poll(fds, count, -1) < 0 && errno != EINTR) break;
-    if (count == 2 && fds[1].revents != 0) pump_output(process, false);
+    if (count == 3 && fds[2].revents != 0) pump_output(process, false);
+    if (fds[1].revents != 0) {
+      for (const std::string& line : launcher.read(control.get())) {
+        if (is_kill_line(line)) ::kill(process.pid, SIGKILL);
+      }
+    }
     signalfd_siginfo info{};
     while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       const int sig = static_cast<int>(info.ssi_signo);
@@ -179,12 +207,12 @@ bool may_be_replaced(int wait_status, bool stopped, const os::UniqueFd& control)
 // After a failure that may be replaced: primus-launch's generation notice for this rank, or
 // nullopt once it is clear that none comes (a stop signal: the launcher ends the step when it
 // does not rejoin; its connection closed; the rejoin's deadline, with a margin, passed).
-std::optional<GenerationNotice> wait_for_replacement(int signals, const os::UniqueFd& control) {
+std::optional<GenerationNotice> wait_for_replacement(int signals, const os::UniqueFd& control,
+                                                     LauncherLines& launcher) {
   const auto deadline_seconds = parse_unsigned(variable("PRIMUS_REJOIN_DEADLINE"), 1U << 20);
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::seconds(deadline_seconds.value_or(60) + 10);
-  LineSplitter lines;
-  for (;;) {
+  while (launcher.open) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           until - std::chrono::steady_clock::now())
                           .count();
@@ -198,17 +226,12 @@ std::optional<GenerationNotice> wait_for_replacement(int signals, const os::Uniq
       if (info.ssi_signo != SIGCHLD) return std::nullopt;
     }
     if (fds[1].revents == 0) continue;
-    char buffer[4096];
-    const ssize_t n = ::recv(control.get(), buffer, sizeof buffer, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return std::nullopt;
-    if (n < 0) continue;
-    bool ok = true;
-    for (const std::string& line : lines.feed(std::string_view(buffer, n), ok)) {
+    for (const std::string& line : launcher.read(control.get())) {
       std::string error;
       if (auto notice = parse_generation_notice(line, error)) return notice;
     }
-    if (!ok) return std::nullopt;
   }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -260,7 +283,8 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   os::UniqueFd control = connect_to_launcher(rank, attempt);
 
   bool stopped = false;
-  int wait_status = supervise_rank(process, signals.get(), control, stopped);
+  LauncherLines launcher;
+  int wait_status = supervise_rank(process, signals.get(), control, launcher, stopped);
   for (;;) {
     if (control) {
       // The kernel delivers it even after this process is gone (the launcher sends nothing on
@@ -272,7 +296,7 @@ int run_task_wrapper(const std::vector<std::string>& command) {
       write_all(control.get(), line.data(), line.size());
     }
     if (!may_be_replaced(wait_status, stopped, control)) break;
-    const auto notice = wait_for_replacement(signals.get(), control);
+    const auto notice = wait_for_replacement(signals.get(), control, launcher);
     if (!notice) break;
     // The replacement: the same command in this task, in the notice's generation.
     RankSpawn replacement = spawn;
@@ -285,7 +309,7 @@ int run_task_wrapper(const std::vector<std::string>& command) {
                 << "\n";
       break;
     }
-    wait_status = supervise_rank(process, signals.get(), control, stopped);
+    wait_status = supervise_rank(process, signals.get(), control, launcher, stopped);
   }
   if (control) ::shutdown(control.get(), SHUT_WR);
   end_like(wait_status);

@@ -3,7 +3,8 @@
 // rank as its child and makes itself a child subreaper, so that nothing the rank started
 // (DataLoader workers) outlives it; it copies the rank's output to logs/.../rank-<r>.log and to
 // srun; it reports the rank's end (exit status or signal) to primus-launch over the control
-// channel, then ends the same way. With --primus-recover=rejoin (PRIMUS_RECOVER), after a
+// channel, then ends the same way. It kills its rank on the launcher's word (a hung rank, for a
+// rejoin). With --primus-recover=rejoin (PRIMUS_RECOVER), after a
 // failure it first waits for the launcher's generation notice and, when one comes, starts the
 // replacement in this task and supervises it the same way (docs/architecture.md, "Recovery
 // without a restart", "Under srun"). Slurm's signals reach the rank directly (slurmstepd signals

@@ -240,10 +240,11 @@ void SrunAttempt::every_second(Clock::time_point now) {
   if (settings_.hang_timeout && srun_running_) {
     if (const auto rank = reports_.check_hang(now, *settings_.hang_timeout)) {
       if (reports_.rejoining(*rank)) {
-        // Under srun the launcher cannot kill one rank on its node: the step ends as for a
-        // hang without a rejoin.
-        give_up_rejoin("rank " + std::to_string(*rank) +
-                       " hung, and under srun a hung rank is not replaced");
+        // Its task wrapper kills it; its end, reported as any, is the rejoin's.
+        if (!settings_.control->send_to_wrapper(*rank, kill_rank_line("hung"))) {
+          give_up_rejoin("rank " + std::to_string(*rank) +
+                         "'s task wrapper cannot be reached to end it");
+        }
       } else {
         end_the_step("rank " + std::to_string(*rank) + " hung");
       }

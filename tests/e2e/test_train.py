@@ -196,6 +196,30 @@ def test_a_rank_that_crashes_is_replaced_in_its_task_while_the_others_stay(
         chain
 
 
+def test_a_rank_that_hangs_is_killed_by_its_task_wrapper_and_replaced(
+        testbed, prefix, dataset, reference):
+    """--primus-recover=rejoin under srun, rank 2 stopping itself (SIGSTOP) after step 27:
+    --primus-hang-timeout finds it, the launcher tells its task wrapper to kill it, and the
+    wrapper, after reporting the end, starts rank 2 again in its task; the others stay, and the
+    run ends bitwise equal, every record once per epoch."""
+    run = CnnJob(testbed, prefix, "cnn-rejoin-hang", dataset)
+    run.submit(launch="--primus-recover=rejoin --primus-max-restarts=1 "
+                      "--primus-hang-timeout=4 --primus-heartbeat-interval=1",
+               env=f"HANG_AT=27 FAIL_RANK=2 FAIL_MARKER={run.dir}/hung AFTER_COMMIT=1")
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert (run.dir / "hung").exists()
+    assert run.final() == reference.final()
+    assert run.milestones() == ["launched", "dataset-checked", "hang", "rejoin", "resuming",
+                                "rejoined", "rejoin-first-step", "finished"], run.events()
+    rejoined = next(e for e in run.events() if e["event"] == "rejoined")
+    assert (rejoined["rank"], rejoined["details"]["generation"]) == (2, "1"), rejoined
+    logs = run.dir / f"primus-{run.job}" / "logs" / "alloc-0" / "attempt-0"
+    assert (logs / "rank-2.gen-1.log").exists(), sorted(p.name for p in logs.iterdir())
+    chain = run.exactly_once()
+    assert {entry["run"] for step, entry in chain.items() if step > 20} == \
+        {"cnn-rejoin-hang/-/0/1"}, chain
+
+
 def test_a_rank_that_crashes_before_the_first_checkpoint_is_restarted_instead_of_replaced(
         testbed, prefix, dataset, reference):
     """--primus-recover=rejoin under srun, rank 3 failing after step 5, before any checkpoint:

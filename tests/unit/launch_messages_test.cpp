@@ -166,6 +166,27 @@ TEST(ControlMessages, TheReplacementsEnvironmentIsTheRanksWithTheNoticesGenerati
   EXPECT_EQ(got, expected);
 }
 
+// The launcher's word to kill a hung rank is its row, and the wrapper tells it from any other
+// line.
+TEST(ControlMessages, TheKillLineIsItsRowAndTheWrapperKnowsItFromOthers) {
+  const json line = json::parse(kill_rank_line("hung"));
+  const json& row = table().at("kill");
+  EXPECT_TRUE(sent_by(row, "launcher"));
+  EXPECT_EQ(line.at("type"), "kill");
+  std::set<std::string> fields;
+  for (const auto& [field, value] : line.items())
+    if (field != "type") fields.insert(field);
+  std::set<std::string> expected;
+  for (const auto& [field, value] : row.at("fields").items())
+    expected.insert(field);
+  EXPECT_EQ(fields, expected);
+  EXPECT_TRUE(is_kill_line(kill_rank_line("hung")));
+  EXPECT_TRUE(is_kill_line(example_line("kill", row)));
+  EXPECT_FALSE(is_kill_line(generation_notice(1, 2, 3, "/c")));
+  EXPECT_FALSE(is_kill_line("kill"));
+  EXPECT_FALSE(is_kill_line(R"({"type": ["kill"]})"));
+}
+
 TEST(ControlMessages, TheWrappersLinesAreTheRowsThatSayWrapper) {
   std::set<std::string> sent;
   for (const std::string& line : {wrapper_hello_line(2, "n3", 99, "7.1"), wrapper_exit_line(9),
