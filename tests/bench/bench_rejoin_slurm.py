@@ -31,8 +31,8 @@ TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "tests" / "e2e"))
 
 from bench_launch_slurm import testbed_env  # noqa: E402
+from conftest import Testbed  # noqa: E402  (tests/e2e's: before cnn_jobs puts tests/python first)
 from cnn_jobs import CnnJob, write_dataset  # noqa: E402
-from conftest import Testbed  # noqa: E402
 
 GOAL_OF_COLD_START = 0.25
 FAIL_AT, FAIL_RANK, RESUMED_STEP = 27, 5, 21
