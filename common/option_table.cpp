@@ -101,7 +101,8 @@ const std::vector<OptionSpec>& option_table() {
        "and primus already and becomes the replacement, which saves the interpreter's start and "
        "torch's import (most of a rejoin). Only a command that runs a Python script or module "
        "(python SCRIPT, python -m MODULE) can have one; its output is in standby-N.log until it "
-       "becomes a rank."},
+       "becomes a rank. Under srun there is one per node, started by the node's first task "
+       "(standby-NODE.log), and each replacement on the node is a fork of it."},
       {"primus-stop-grace", "PRIMUS_STOP_GRACE", "stop_grace", "SECONDS", OptionArg::kRequired,
        OptionScope::kUser, "", "120", validators::seconds,
        "primus-launch: after asking the ranks to stop (a signal on one machine, primus-launch "

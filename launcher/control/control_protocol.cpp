@@ -34,6 +34,10 @@ std::string kill_rank_line(const std::string& reason) {
   return "{\"type\": \"kill\", \"reason\": " + json_quote(reason) + "}";
 }
 
+std::string standby_line() {
+  return "{\"type\": \"standby\"}";
+}
+
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
                                const std::string& step) {
   return "{\"type\": \"hello\", \"attempt\": " + std::to_string(attempt) +
@@ -48,6 +52,11 @@ std::string wrapper_signal_line(const std::string& signal) {
 
 std::string wrapper_exit_line(int wait_status) {
   return "{\"type\": \"exit\", \"wait_status\": " + std::to_string(wait_status) + "}\n";
+}
+
+std::string wrapper_replacement_line(bool from_standby) {
+  return std::string("{\"type\": \"event\", \"event\": \"replacement\", \"replacement\": \"") +
+         (from_standby ? "standby" : "started") + "\"}\n";
 }
 
 }  // namespace primus::launch

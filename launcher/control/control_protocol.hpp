@@ -75,6 +75,7 @@ struct Report {
   std::optional<std::uint32_t> generation;  // "rejoinable", "rejoin-waiting" (a rejoin's)
   std::optional<double> restore_seconds;    // "rejoinable" after a rejoin: the rank's restore
   std::string restore_source;               // and where it came from (memory, broadcast, file)
+  std::string replacement;  // a task wrapper's replacement event: standby or started
   std::string path;
   std::string signal;
   // exception
@@ -135,10 +136,20 @@ std::string kill_rank_line(const std::string& reason);
 // Whether `line` is that word (notice_parse.cpp).
 bool is_kill_line(std::string_view line);
 
+// The launcher's word to every task wrapper under srun, once every rank is up and a rejoin could
+// come: the first task of each node starts the node's standby (node_standby.hpp):
+// {"type": "standby"}.
+std::string standby_line();
+// Whether `line` is that word (notice_parse.cpp).
+bool is_standby_line(std::string_view line);
+
 // The lines a wrapper sends (for the wrapper and the tests).
 std::string wrapper_hello_line(std::uint32_t attempt, const std::string& node, std::int64_t pid,
                                const std::string& step);
 std::string wrapper_exit_line(int wait_status);
+// A rejoin's replacement started by this wrapper: `standby` (the node's standby's fork) or
+// `started` (a new process).
+std::string wrapper_replacement_line(bool from_standby);
 // What a task wrapper says when slurmstepd sends the step a stop signal (a preemption, a
 // --signal, scancel --signal), so that the launcher learns of it even from ranks that do not
 // report (a plain script) or that ignore the signal.

@@ -50,11 +50,23 @@ std::optional<GenerationNotice> parse_generation_notice(std::string_view line, s
   return notice;
 }
 
-bool is_kill_line(std::string_view line) {
+namespace {
+
+bool is_line_of_type(std::string_view line, std::string_view wanted) {
   const nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
   if (!doc.is_object()) return false;
   const auto type = doc.find("type");
-  return type != doc.end() && type->is_string() && type->get<std::string>() == "kill";
+  return type != doc.end() && type->is_string() && type->get<std::string>() == wanted;
+}
+
+}  // namespace
+
+bool is_kill_line(std::string_view line) {
+  return is_line_of_type(line, "kill");
+}
+
+bool is_standby_line(std::string_view line) {
+  return is_line_of_type(line, "standby");
 }
 
 std::vector<std::string> replacement_environment(const std::vector<std::string>& base,

@@ -240,6 +240,8 @@ void ReportBuilder::field(const Value& v) {
     r_.restore_seconds = as_real(v);
   } else if (k == "restore_source") {
     r_.restore_source = as_text(v);
+  } else if (k == "replacement") {
+    r_.replacement = as_text(v);
   } else if (k == "gpu_memory_bytes") {
     r_.gpu_memory_bytes = as_count(v);
   } else if (k == "gpu_utilization_ratio") {

@@ -25,6 +25,8 @@
 
 #include "cli/command_path.hpp"
 #include "control/control_protocol.hpp"
+#include "control/node_standby.hpp"
+#include "local/standby_program.hpp"
 #include "primus/collectives/control.hpp"
 #include "primus/common/error.hpp"
 #include "primus/common/parse_number.hpp"
@@ -68,12 +70,14 @@ std::set<pid_t> children() {
   return out;
 }
 
-// Kills everything the rank left behind: each child, and the children those leave to us.
-void kill_leftovers() {
+// Kills everything the rank left behind: each child, and the children those leave to us; not
+// `spare`, the node's standby, which may be running another task's rank.
+void kill_leftovers(pid_t spare) {
   for (int round = 0; round < 200; ++round) {
     for (int status = 0; ::waitpid(-1, &status, WNOHANG) > 0;) {
     }
-    const std::set<pid_t> left = children();
+    std::set<pid_t> left = children();
+    left.erase(spare);
     if (left.empty()) return;
     for (const pid_t pid : left)
       ::kill(pid, SIGKILL);
@@ -137,23 +141,56 @@ struct LauncherLines {
   }
 };
 
+// What this task runs and keeps: the rank's command, environment and logs, the node's standby
+// that it started (the node's first task), and the connection on which the standby reports a
+// replacement it made here.
+struct Task {
+  RankSpawn spawn;
+  std::string log_dir;
+  std::optional<std::vector<std::string>> program;  // the command's, when a standby can run it
+  std::optional<NodeStandbyProcess> standby;
+  os::UniqueFd from_standby;  // the rank now running is the standby's fork: its end comes here
+
+  pid_t standby_pid() const { return standby ? standby->pid : -1; }
+
+  // The launcher's word that every rank is up: the node's first task starts the standby, once.
+  void start_standby() {
+    if (standby || !program || !starts_node_standby()) return;
+    const char* node = std::getenv("SLURMD_NODENAME");
+    const std::string log = std::string("standby-") + (node != nullptr ? node : "node") + ".log";
+    try {
+      standby = start_node_standby(spawn.executable, spawn.argv.front(), spawn.env,
+                                   node_standby_name(), std::filesystem::path(log_dir) / log);
+    } catch (const std::exception& e) {
+      std::cerr << "primus-task: rank " << spawn.number << ": " << e.what() << "\n";
+      program.reset();  // not again
+    }
+  }
+};
+
 // Until the rank has ended: its output copied, signals passed on or reported, the launcher's
 // word to kill it (a hang, for a rejoin) carried out. Returns its wait status; `stopped` says
 // whether slurmstepd sent the step a stop signal meanwhile.
-int supervise_rank(RankProcess& process, int signals, const os::UniqueFd& control,
+int supervise_rank(RankProcess& process, Task& task, int signals, const os::UniqueFd& control,
                    LauncherLines& launcher, bool& stopped) {
   int wait_status = 0;
   while (process.running) {
-    pollfd fds[3] = {{signals, POLLIN, 0},
+    pollfd fds[4] = {{signals, POLLIN, 0},
                      {control && launcher.open ? control.get() : -1, POLLIN, 0},
+                     {task.from_standby ? task.from_standby.get() : -1, POLLIN, 0},
                      {process.output.get(), POLLIN, 0}};
-    const nfds_t count = process.output ? 3 : 2;
+    const nfds_t count = process.output ? 4 : 3;
     if (::poll(fds, count, -1) < 0 && errno != EINTR) break;
-    if (count == 3 && fds[2].revents != 0) pump_output(process, false);
+    if (count == 4 && fds[3].revents != 0) pump_output(process, false);
     if (fds[1].revents != 0) {
       for (const std::string& line : launcher.read(control.get())) {
         if (is_kill_line(line)) ::kill(process.pid, SIGKILL);
+        if (is_standby_line(line)) task.start_standby();
       }
+    }
+    if (fds[2].revents != 0 && read_standby_end(task.from_standby.get(), wait_status)) {
+      process.running = false;
+      task.from_standby.reset();
     }
     signalfd_siginfo info{};
     while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -183,7 +220,7 @@ int supervise_rank(RankProcess& process, int signals, const os::UniqueFd& contro
     }
   }
   // Whatever the rank left running goes; then the rest of its output.
-  kill_leftovers();
+  kill_leftovers(task.standby_pid());
   while (process.output) {
     pollfd fd{process.output.get(), POLLIN, 0};
     if (::poll(&fd, 1, 2000) <= 0) {
@@ -234,6 +271,40 @@ std::optional<GenerationNotice> wait_for_replacement(int signals, const os::Uniq
   return std::nullopt;
 }
 
+// The replacement in this task, in the notice's generation: the node's standby's fork where
+// there is one that takes it, else the command started afresh. Throws primus::Error.
+RankProcess start_replacement(Task& task, const GenerationNotice& notice,
+                              const os::UniqueFd& control) {
+  RankSpawn replacement = task.spawn;
+  replacement.env = replacement_environment(task.spawn.env, notice);
+  replacement.log =
+      std::filesystem::path(task.log_dir) / rank_log_name(task.spawn.number, notice.generation);
+  std::optional<RankProcess> process;
+  if (task.program) {
+    Environment env;
+    for (const std::string& entry : replacement.env) {
+      const auto eq = entry.find('=');
+      if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    std::string why;
+    if (auto made = ask_node_standby(node_standby_name(), standby_assignment(*task.program, env),
+                                     task.spawn.number, replacement.log, why)) {
+      task.from_standby = std::move(made->connection);
+      process = std::move(made->process);
+    } else {
+      std::cerr << "primus-task: rank " << task.spawn.number << ": " << why
+                << "; its replacement starts afresh\n";
+    }
+  }
+  const bool from_standby = process.has_value();
+  if (!process) process = spawn_rank(replacement);
+  if (control) {
+    const std::string line = wrapper_replacement_line(from_standby);
+    write_all(control.get(), line.data(), line.size());
+  }
+  return std::move(*process);
+}
+
 }  // namespace
 
 int run_task_wrapper(const std::vector<std::string>& command) {
@@ -265,7 +336,8 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   const os::UniqueFd signals(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signals) throw Error(std::string("signalfd: ") + std::strerror(errno));
 
-  RankSpawn spawn;
+  Task task;
+  RankSpawn& spawn = task.spawn;
   spawn.number = rank;
   const ResolvedCommand resolved = resolve_command(command.front(), std::getenv("PATH"));
   spawn.executable = resolved.status == 0 ? resolved.path : command.front();
@@ -277,6 +349,9 @@ int run_task_wrapper(const std::vector<std::string>& command) {
   }
   spawn.log = std::filesystem::path(log_dir) / rank_log_name(rank);
   spawn.own_group = false;
+  task.log_dir = log_dir;
+  if (variable("PRIMUS_RECOVER") == "rejoin")
+    task.program = python_program(spawn.executable, command);
   RankProcess process = spawn_rank(spawn);
   // After the rank has started, so that its start does not wait for the handshake; what it
   // writes meanwhile waits in its pipe.
@@ -284,7 +359,7 @@ int run_task_wrapper(const std::vector<std::string>& command) {
 
   bool stopped = false;
   LauncherLines launcher;
-  int wait_status = supervise_rank(process, signals.get(), control, launcher, stopped);
+  int wait_status = supervise_rank(process, task, signals.get(), control, launcher, stopped);
   for (;;) {
     if (control) {
       // The kernel delivers it even after this process is gone (the launcher sends nothing on
@@ -299,17 +374,14 @@ int run_task_wrapper(const std::vector<std::string>& command) {
     const auto notice = wait_for_replacement(signals.get(), control, launcher);
     if (!notice) break;
     // The replacement: the same command in this task, in the notice's generation.
-    RankSpawn replacement = spawn;
-    replacement.env = replacement_environment(spawn.env, *notice);
-    replacement.log = std::filesystem::path(log_dir) / rank_log_name(rank, notice->generation);
     try {
-      process = spawn_rank(replacement);
+      process = start_replacement(task, *notice, control);
     } catch (const std::exception& e) {
       std::cerr << "primus-task: rank " << rank << ": cannot start its replacement: " << e.what()
                 << "\n";
       break;
     }
-    wait_status = supervise_rank(process, signals.get(), control, launcher, stopped);
+    wait_status = supervise_rank(process, task, signals.get(), control, launcher, stopped);
   }
   if (control) ::shutdown(control.get(), SHUT_WR);
   end_like(wait_status);

@@ -99,6 +99,7 @@ class SrunAttempt {
   void every_second(Clock::time_point now);
   void place_replacement();
   void give_up_rejoin(const std::string& why);
+  void say_standby();
 
   const SrunStep& step_;
   const RunnerSettings& settings_;
@@ -107,6 +108,7 @@ class SrunAttempt {
   std::uint32_t step_world_ = 0;
   pid_t srun_ = -1;
   bool srun_running_ = true;
+  bool standby_said_ = false;  // the wrappers were told to start their nodes' standbys
   bool killed_ = false;
   bool launcher_signalled_ = false;  // a stop signal reached primus-launch itself
   Clock::time_point kill_at_ = Clock::time_point::max();
@@ -285,6 +287,15 @@ void SrunAttempt::place_replacement() {
   rejoin_->placed(Clock::now());
 }
 
+// Every rank is up and a rejoin could come: the first task of each node starts the node's
+// standby (its wrapper decides; a command that no standby can run has none).
+void SrunAttempt::say_standby() {
+  standby_said_ = true;
+  if (!settings_.standby) return;
+  for (std::uint32_t r = 0; r < step_world_; ++r)
+    settings_.control->send_to_wrapper(r, standby_line());
+}
+
 void SrunAttempt::supervise(int signals) {
   ControlServer& control = *settings_.control;
   while (!done()) {
@@ -303,6 +314,7 @@ void SrunAttempt::supervise(int signals) {
     reap();
     const auto now = Clock::now();
     if (rejoin_ != nullptr && rejoin_->ready_to_place()) place_replacement();
+    if (rejoin_ != nullptr && !standby_said_ && rejoin_->wants_standby()) say_standby();
     if (rejoin_ != nullptr && rejoin_->past_deadline(now)) {
       give_up_rejoin("the ranks had not rejoined within --primus-rejoin-deadline");
     }

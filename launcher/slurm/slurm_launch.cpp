@@ -316,6 +316,7 @@ int slurm_launch(const Settings& s, const Environment& given_env, const Resolved
   settings.label = s.label;
   settings.rejoin = options.value_or("primus-recover", "restart") == "rejoin";
   settings.rejoin_deadline = rejoin_deadline_of(options);
+  settings.standby = !option_enabled(options, "primus-no-standby");
   settings.resolve_resume = [&supervised, &events, &node] {
     return resolve_resume(supervised.ckpt_root, supervised.given_resume, events, node);
   };

@@ -44,7 +44,9 @@ struct RunnerSettings {
   // --primus-rejoin-deadline; resolve_resume gives its checkpoint (the supervisor's rule 4).
   bool rejoin = false;
   std::chrono::milliseconds rejoin_deadline{std::chrono::seconds(60)};
-  bool standby = true;  // one machine: a rejoin's replacement from a standby (--primus-no-standby)
+  // A rejoin's replacement from a standby (--primus-no-standby): on one machine the launcher's,
+  // under srun each node's (its first task's wrapper starts it).
+  bool standby = true;
   std::function<std::optional<std::string>()> resolve_resume;
 };
 

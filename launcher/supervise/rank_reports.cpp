@@ -103,6 +103,9 @@ void RankReports::on_event(const Report& r) {
     report_.ranks_signalled = true;
   } else if (r.event == "rejoinable" || r.event == "rejoin-waiting") {
     if (!r.wrapper && context_.rejoin != nullptr) on_rejoin_event(r);
+  } else if (r.event == "replacement") {
+    // Under srun the failed rank's task wrapper says where its replacement came from.
+    if (r.wrapper && r.replacement == "standby") replacement_from_standby();
   } else if (r.event == "rejoin-off") {
     if (!r.wrapper && context_.rejoin != nullptr) context_.rejoin->left(r.rank);
   } else if (r.event == "first-step") {
@@ -210,6 +213,14 @@ void RankReports::replacement_started(std::uint32_t rank, bool from_standby) {
   if (recovery_ && recovery_->state == "under-way") {
     recovery_->phase = "regroup";
     recovery_->replacement = from_standby ? "standby" : "started";
+    recovery_changed();
+  }
+}
+
+void RankReports::replacement_from_standby() {
+  from_standby_ = true;
+  if (recovery_ && (recovery_->state == "under-way" || recovery_->state == "rejoined")) {
+    recovery_->replacement = "standby";
     recovery_changed();
   }
 }

@@ -88,6 +88,8 @@ class RankReports {
   // The runner started the replacement of `rank` (a rejoin).
   // `from_standby`: the replacement is a standby that became the rank (local/standby.hpp).
   void replacement_started(std::uint32_t rank, bool from_standby = false);
+  // Under srun: the replacement's task wrapper says that it came from the node's standby.
+  void replacement_from_standby();
   // This attempt's newest rejoin, phase by phase (the monitor's status.json shows it).
   const std::optional<RecoveryStatus>& recovery() const { return recovery_; }
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""A rank's failure at 8 ranks on the testbed (started with the plugin), recovered two ways,
+"""A rank's failure at 8 ranks on the testbed (started with the plugin), recovered three ways,
 interleaved: the CNN example under primus.train (tests/python/train_cnn.py, a checkpoint every
 10 steps) as a batch job of 4 nodes x 2 ranks under `exec primus-launch
 --primus-max-restarts=1`, rank 5 exiting 3 at the first step from 27 on with a committed
-checkpoint (step 20):
+checkpoint (step 20), once its node's standby is done importing:
 
   rejoin    --primus-recover=rejoin: the seven others stay alive in the same srun step, and
-            rank 5's task wrapper starts a new rank 5 in its task (no standby under srun yet:
-            the new rank starts Python and imports torch);
+            rank 5's task wrapper has its node's standby (python/primus/_standby_node.py, which
+            has imported torch) make the new rank 5 in its task;
+  afresh    the same with --primus-no-standby: the new rank starts Python and imports torch;
   restart   --primus-recover=restart: every rank ends and a new step starts them all again.
 
 Each way's recovery counts from the failure (the `rank-failed` event) to the first step taken
@@ -36,7 +37,9 @@ from cnn_jobs import CnnJob, write_dataset  # noqa: E402
 
 GOAL_OF_COLD_START = 0.25
 FAIL_AT, FAIL_RANK, RESUMED_STEP = 27, 5, 21
-WAYS = {"rejoin": "--primus-recover=rejoin", "restart": "--primus-recover=restart"}
+WAYS = {"rejoin": "--primus-recover=rejoin", "afresh": "--primus-recover=rejoin --primus-no-standby",
+        "restart": "--primus-recover=restart"}
+REPLACEMENT = {"rejoin": "standby", "afresh": "started"}
 
 
 def seconds(stamp):
@@ -47,16 +50,19 @@ def one_run(testbed, prefix, data, way, name):
     run = CnnJob(testbed, prefix, name, data)
     run.submit(launch=f"{WAYS[way]} --primus-max-restarts=1",
                env=f"FAIL_AT={FAIL_AT} FAIL_RANK={FAIL_RANK} FAIL_MARKER={run.dir}/failed "
-                   "AFTER_COMMIT=1")
+                   "AFTER_COMMIT=1" + (" STANDBY=wait" if way == "rejoin" else ""))
     try:
         state = run.wait_ended(timeout=300)
         if state != "COMPLETED":
             raise RuntimeError(f"{way}: job {run.job} ended {state}: {run.output()[-2000:]}")
-        events = {}
+        events, replacement = {}, None
         for event in run.events():
             events.setdefault(event["event"], seconds(event["time"]))
-        if way == "rejoin" and "rejoined" not in events:
-            raise RuntimeError(f"{way}: no rejoin was made: {sorted(events)}")
+            if event["event"] == "rejoined":
+                replacement = event["details"].get("replacement")
+        if replacement != REPLACEMENT.get(way):
+            raise RuntimeError(f"{way}: the rejoin's replacement was {replacement!r}, not "
+                               f"{REPLACEMENT.get(way)!r}: {sorted(events)}")
         steps = sorted((entry["time"], entry["step"])
                        for path in run.trace.glob("rank-*.jsonl")
                        for entry in map(json.loads, path.read_text().splitlines()))
@@ -97,14 +103,17 @@ def main():
     except (RuntimeError, StopIteration, KeyError) as error:
         print(f"# MISSING: {error}")
         return 1
-    rejoin, restart = statistics.median(figures["rejoin"]), statistics.median(figures["restart"])
+    median = {way: statistics.median(values) for way, values in figures.items()}
+    rejoin, restart = median["rejoin"], median["restart"]
     start = statistics.median(cold)
-    print(f"# the testbed, 4 nodes x 2 ranks, rank {FAIL_RANK} failing after step {FAIL_AT}: "
-          f"rejoin {rejoin:.2f} s ({min(figures['rejoin']):.2f} to {max(figures['rejoin']):.2f}),"
-          f" restart {restart:.2f} s ({min(figures['restart']):.2f} to "
-          f"{max(figures['restart']):.2f}), medians of {pairs}; rejoin / restart "
-          f"{rejoin / restart:.2f}; cold start {start:.2f} s, rejoin / cold start "
-          f"{rejoin / start:.2f} (goal <= {GOAL_OF_COLD_START})")
+    spread = {way: f"{median[way]:.2f} s ({min(v):.2f} to {max(v):.2f})"
+              for way, v in figures.items()}
+    print(f"# the testbed, 4 nodes x 2 ranks, rank {FAIL_RANK} failing after step {FAIL_AT}, "
+          f"medians of {pairs}: rejoin from the node's standby {spread['rejoin']}, rejoin "
+          f"started afresh {spread['afresh']}, restart {spread['restart']}; rejoin / restart "
+          f"{rejoin / restart:.2f}, afresh / restart {median['afresh'] / restart:.2f}; cold "
+          f"start {start:.2f} s, rejoin / cold start {rejoin / start:.2f} (goal <= "
+          f"{GOAL_OF_COLD_START}), afresh / cold start {median['afresh'] / start:.2f}")
     if rejoin / start > GOAL_OF_COLD_START:
         print(f"GOAL NOT MET: rejoin / cold start {rejoin / start:.2f} > {GOAL_OF_COLD_START}")
         return 1

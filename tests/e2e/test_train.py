@@ -166,13 +166,15 @@ def test_a_rank_that_crashes_restarts_from_the_checkpoint_and_ends_bitwise_equal
 def test_a_rank_that_crashes_is_replaced_in_its_task_while_the_others_stay(
         testbed, prefix, dataset, reference):
     """--primus-recover=rejoin under srun: rank 5 of 8 exits 3 after step 27 (checkpoint 20
-    committed); its task wrapper reports the end and waits, the seven others stay alive in the
-    same step, and on the launcher's notice the wrapper starts rank 5 again in its own task, in
-    generation 1 on the generation's ports; every rank goes on from step 20 and the run ends
-    bitwise equal, every record once per epoch, in one attempt and one srun step."""
+    committed) once its node's standby is done importing; its task wrapper reports the end and
+    waits, the seven others stay alive in the same step, and on the launcher's notice the wrapper
+    has the node's standby make rank 5 again in its own task, in generation 1 on the generation's
+    ports; every rank goes on from step 20 and the run ends bitwise equal, every record once per
+    epoch, in one attempt and one srun step."""
     run = CnnJob(testbed, prefix, "cnn-rejoin", dataset)
     run.submit(launch="--primus-recover=rejoin --primus-max-restarts=1",
-               env=f"FAIL_AT=27 FAIL_RANK=5 FAIL_MARKER={run.dir}/failed AFTER_COMMIT=1")
+               env=f"FAIL_AT=27 FAIL_RANK=5 FAIL_MARKER={run.dir}/failed AFTER_COMMIT=1 "
+                   "STANDBY=wait")
     assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
     assert (run.dir / "failed").exists()
     assert run.final() == reference.final()
@@ -183,11 +185,14 @@ def test_a_rank_that_crashes_is_replaced_in_its_task_while_the_others_stay(
     assert [e["details"]["step"] for e in events if e["event"] == "resuming"] == ["20"]
     rejoined = next(e for e in events if e["event"] == "rejoined")
     assert (rejoined["rank"], rejoined["details"]["generation"],
-            rejoined["details"]["replacement"]) == (5, "1", "started"), rejoined
+            rejoined["details"]["replacement"]) == (5, "1", "standby"), rejoined
     assert {e["attempt"] for e in events} == {0}, "one attempt: nobody was restarted"
     logs = run.dir / f"primus-{run.job}" / "logs" / "alloc-0" / "attempt-0"
     names = sorted(p.name for p in logs.iterdir())
-    assert names == sorted([f"rank-{r}.log" for r in range(8)] + ["rank-5.gen-1.log"]), names
+    assert names == sorted([f"rank-{r}.log" for r in range(8)] + ["rank-5.gen-1.log"] +
+                           [f"standby-n{n}.log" for n in range(1, 5)]), names
+    rank5_node = next(e["node"] for e in events if e["event"] == "rank-failed")
+    assert "becomes rank 5" in (logs / f"standby-{rank5_node}.log").read_text()
     assert f"finished at step {EPOCHS * STEPS_PER_EPOCH}" in (logs / "rank-5.gen-1.log").read_text()
     chain = run.exactly_once()
     assert {step: entry["run"] for step, entry in chain.items()} == {
@@ -217,6 +222,25 @@ def test_a_rank_that_hangs_is_killed_by_its_task_wrapper_and_replaced(
     chain = run.exactly_once()
     assert {entry["run"] for step, entry in chain.items() if step > 20} == \
         {"cnn-rejoin-hang/-/0/1"}, chain
+
+
+def test_a_node_standby_that_died_gives_way_to_a_replacement_started_afresh(
+        testbed, prefix, dataset, reference):
+    """--primus-recover=rejoin under srun, rank 5 killing its node's standby (SIGKILL) once it
+    listens, then exiting 3 after step 27: its task wrapper finds no standby to ask, says so,
+    and starts rank 5 afresh in its task; the run ends bitwise equal, every record once per
+    epoch, in one attempt."""
+    run = CnnJob(testbed, prefix, "cnn-standby-died", dataset)
+    run.submit(launch="--primus-recover=rejoin --primus-max-restarts=1",
+               env=f"FAIL_AT=27 FAIL_RANK=5 FAIL_MARKER={run.dir}/failed AFTER_COMMIT=1 "
+                   "STANDBY=kill")
+    assert run.wait_ended() == "COMPLETED", run.output()[-4000:]
+    assert run.final() == reference.final()
+    rejoined = next(e for e in run.events() if e["event"] == "rejoined")
+    assert (rejoined["rank"], rejoined["details"]["replacement"]) == (5, "started"), rejoined
+    assert {e["attempt"] for e in run.events()} == {0}, "one attempt: nobody was restarted"
+    assert "rank 5: no standby listens on @primus-standby." in run.output(), run.output()[-3000:]
+    run.exactly_once()
 
 
 def test_a_rank_that_crashes_before_the_first_checkpoint_is_restarted_instead_of_replaced(

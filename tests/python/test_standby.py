@@ -3,8 +3,12 @@
 input as the launcher feeds it; test_rejoin.py has it under primus-launch."""
 
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +71,90 @@ def test_a_standby_given_a_bad_line_says_so_and_exits_2(tmp_path):
     result = run_standby('{"argv": []}\n', tmp_path)
     assert result.returncode == 2
     assert "refused the assignment" in result.stderr, result.stderr
+
+
+class NodeStandby:
+    """A real `python -m primus._standby_node NAME`, as a node's first task wrapper starts it
+    under srun (its standard input a pipe from its owner), and a wrapper's side of its socket."""
+
+    def __init__(self, tmp_path):
+        self.name = f"primus-test-standby.{os.getpid()}.{tmp_path.name}"
+        self.log = open(tmp_path / "standby.log", "w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "primus._standby_node", self.name],
+                                     stdin=subprocess.PIPE, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=job_environment(),
+                                     cwd=tmp_path)
+        deadline = time.monotonic() + 120
+        while f"@{self.name}" not in Path("/proc/net/unix").read_text():
+            assert self.proc.poll() is None, Path(self.log.name).read_text()
+            assert time.monotonic() < deadline, "the standby never listened"
+            time.sleep(0.05)
+
+    def ask(self, line):
+        """Sends one request with the write end of a new pipe: (connection, read end)."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        conn.connect("\0" + self.name)
+        read_end, write_end = os.pipe()
+        socket.send_fds(conn, [line.encode()], [write_end])
+        os.close(write_end)
+        return conn, read_end
+
+    def close(self):
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=60)
+
+
+def answer(conn):
+    conn.settimeout(120)
+    return json.loads(conn.recv(65536))
+
+
+def test_a_node_standby_forks_each_rank_it_is_asked_for_and_reports_its_end(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(PROGRAM)
+    node = NodeStandby(tmp_path)
+    try:
+        for rank in ("5", "1"):
+            conn, output = node.ask(assignment([str(script), "--r", rank], X=rank, RANK=rank))
+            pid = answer(conn)["pid"]
+            assert pid != node.proc.pid
+            assert answer(conn) == {"wait_status": 7 << 8}
+            with os.fdopen(output) as out:
+                seen = json.loads(out.read().strip().splitlines()[-1])
+            assert seen == {"argv": [str(script), "--r", rank], "name": "__main__", "x": rank,
+                            "gone": None, "stdin": ""}, seen
+            conn.close()
+        assert node.proc.poll() is None, "one standby serves every request"
+    finally:
+        assert node.close() == 0
+    assert "becomes rank 5" in Path(node.log.name).read_text()
+
+
+def test_a_node_standby_kills_the_rank_of_a_wrapper_that_went_away(tmp_path):
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(300)\n")
+    node = NodeStandby(tmp_path)
+    try:
+        conn, output = node.ask(assignment([str(script)], RANK="2"))
+        pid = answer(conn)["pid"]
+        conn.close()
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text(
+        ).rsplit(")", 1)[1].split()[0]:
+            assert time.monotonic() < deadline, "the rank outlived its wrapper's connection"
+            time.sleep(0.05)
+        os.close(output)
+    finally:
+        assert node.close() == 0
+
+
+def test_a_node_standby_refuses_a_bad_request_and_stays(tmp_path):
+    node = NodeStandby(tmp_path)
+    try:
+        conn, output = node.ask('{"argv": []}')
+        assert "argv" in answer(conn)["error"]
+        os.close(output)
+        conn.close()
+        assert node.proc.poll() is None
+    finally:
+        assert node.close() == 0

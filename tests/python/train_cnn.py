@@ -14,7 +14,7 @@ STEP_SLEEP=seconds per step. PROGRESS=FILE:
 rank 0 writes its step there. FAIL_AT=S, FAIL_RANK (1), FAIL_MARKER=FILE: that rank exits 3
 after step S, once (AFTER_COMMIT=1: at the first step from S on with a committed checkpoint);
 with STANDBY=wait it first waits (up to a minute) for primus-launch's rejoin
-standby to be done importing, with STANDBY=kill it kills that standby instead. HANG_AT=S (with FAIL_RANK and FAIL_MARKER): that rank stops itself with
+standby (under srun: its node's) to be done importing, with STANDBY=kill it kills that standby instead. HANG_AT=S (with FAIL_RANK and FAIL_MARKER): that rank stops itself with
 SIGSTOP after step S instead, once (a hang for --primus-hang-timeout). IGNORE_STOP=1: the ranks ignore the stop signals (until SIGKILL).
 PAUSE_AT=S: in the job's first run, rank 0 waits after step S until a stop signal arrives (up
 to 2 minutes), so that a preemption sent meanwhile stops the job after step S (with
@@ -61,8 +61,25 @@ def due(step, at):
         os.path.join(root, "LATEST"))
 
 
+def node_standby_name():
+    """Under srun: the abstract socket of this node's standby (python/primus/_standby_node.py)."""
+    return "primus-standby.{}.{}.{}".format(os.environ["SLURM_JOB_ID"],
+                                            os.environ.get("SLURM_STEP_ID", ""),
+                                            os.environ.get("SLURMD_NODENAME", ""))
+
+
 def standby_pid():
-    """The pid of primus-launch's rejoin standby (a child of this rank's parent), or None."""
+    """The pid of the rejoin's standby: on one machine primus-launch's (a child of this rank's
+    parent), under srun this node's; or None."""
+    if "SLURM_STEP_ID" in os.environ:
+        wanted = node_standby_name().encode()
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and wanted in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    return int(entry)
+            except OSError:
+                continue
+        return None
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -78,7 +95,10 @@ def standby_pid():
 
 
 def waiting_on_stdin(pid):
-    """Whether the process is blocked reading its standard input: a standby done importing."""
+    """Whether the process is blocked reading its standard input: a standby done importing
+    (under srun: the node's standby listens on its socket once it is)."""
+    if "SLURM_STEP_ID" in os.environ:
+        return f"@{node_standby_name()}" in Path("/proc/net/unix").read_text()
     try:
         return Path(f"/proc/{pid}/syscall").read_text().startswith("0 0x0 ")  # read(0, ...)
     except OSError:

@@ -187,10 +187,30 @@ TEST(ControlMessages, TheKillLineIsItsRowAndTheWrapperKnowsItFromOthers) {
   EXPECT_FALSE(is_kill_line(R"({"type": ["kill"]})"));
 }
 
+// The launcher's word to start the nodes' standbys is its row; the wrapper tells it from the
+// others, and the replacement's event that a wrapper sends back carries its source to the report.
+TEST(ControlMessages, TheStandbyLineIsItsRowAndTheReplacementEventReachesTheReport) {
+  const json line = json::parse(standby_line());
+  const json& row = table().at("standby");
+  EXPECT_TRUE(sent_by(row, "launcher"));
+  EXPECT_EQ(line.size(), 1U + row.at("fields").size());
+  EXPECT_TRUE(is_standby_line(standby_line()));
+  EXPECT_FALSE(is_standby_line(kill_rank_line("hung")));
+  EXPECT_FALSE(is_kill_line(standby_line()));
+  EXPECT_FALSE(is_standby_line(R"({"type": "standby-x"})"));
+  std::string error;
+  for (const bool from_standby : {true, false}) {
+    const auto report = parse_report(wrapper_replacement_line(from_standby), 4, true, error);
+    ASSERT_TRUE(report.has_value()) << error;
+    EXPECT_EQ(report->event, "replacement");
+    EXPECT_EQ(report->replacement, from_standby ? "standby" : "started");
+  }
+}
+
 TEST(ControlMessages, TheWrappersLinesAreTheRowsThatSayWrapper) {
   std::set<std::string> sent;
   for (const std::string& line : {wrapper_hello_line(2, "n3", 99, "7.1"), wrapper_exit_line(9),
-                                  wrapper_signal_line("SIGTERM")}) {
+                                  wrapper_signal_line("SIGTERM"), wrapper_replacement_line(true)}) {
     const json message = json::parse(line);
     const std::string kind = message.at("type");
     ASSERT_TRUE(table().contains(kind)) << line;
@@ -202,7 +222,7 @@ TEST(ControlMessages, TheWrappersLinesAreTheRowsThatSayWrapper) {
       }
     }
     if (kind == "event") {
-      const auto& events = row.at("events");
+      const auto& events = row.at("wrapper_events");
       EXPECT_NE(std::find(events.begin(), events.end(), message.at("event")), events.end());
     }
     sent.insert(kind);

@@ -267,6 +267,15 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   rejoin.placed(Rejoin::Clock::now());
   EXPECT_EQ(reports.recovery()->phase, "regroup");
   EXPECT_EQ(reports.recovery()->replacement, "started");
+  // Under srun the failed rank's task wrapper says that the node's standby made the
+  // replacement; a rank cannot say so.
+  Report source = event(2, "replacement");
+  source.replacement = "standby";
+  reports.handle(source);
+  EXPECT_EQ(reports.recovery()->replacement, "started");
+  source.wrapper = true;
+  reports.handle(source);
+  EXPECT_EQ(reports.recovery()->replacement, "standby");
   EXPECT_FALSE(reports.recovery()->rejoin_seconds) << "not rejoined yet";
   // Each rank says how long its restore took and where it came from: the event has the slowest
   // and how many ranks restored from each source.
@@ -292,6 +301,7 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   EXPECT_NE(text.find("\"rejoin\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"rejoined\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"regroup_seconds\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"replacement\": \"standby\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_seconds\": \"0.040\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_sources\": \"memory 1, peer 3\""), std::string::npos) << text;
   // Rank 0's first step in generation 1 ends the rejoin's phases, once.

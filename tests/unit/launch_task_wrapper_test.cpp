@@ -40,7 +40,8 @@ const char* const kRank =
 class Wrapper {
  public:
   Wrapper(const ControlServer& server, const std::string& secret, const std::string& dir,
-          bool rejoin) {
+          bool rejoin, std::vector<std::string> command = {"/bin/sh", "-c", kRank},
+          const std::vector<std::string>& extra_env = {}) {
     std::vector<std::string> env = {
         "PATH=/usr/bin:/bin",          "PRIMUS_CONTROL=" + server.address(),
         "PRIMUS_JOB_SECRET=" + secret, "RANK=1",
@@ -49,8 +50,10 @@ class Wrapper {
         "PRIMUS_REJOIN_DEADLINE=20",   "MASTER_PORT=20000",
         "PRIMUS_BOOTSTRAP=pmix"};
     if (rejoin) env.emplace_back("PRIMUS_RECOVER=rejoin");
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     const std::string program = std::string(PRIMUS_BUILD_DIR) + "/primus-task";
-    std::vector<std::string> argv = {program, "--", "/bin/sh", "-c", kRank};
+    std::vector<std::string> argv = {program, "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
     std::vector<char*> args;
     for (std::string& a : argv)
       args.push_back(a.data());
@@ -173,6 +176,74 @@ TEST(TaskWrapper, WithoutANoticeItEndsAsItsRankDidAndWithoutRejoinItNeverWaits) 
     EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << *status;
     EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir) / "rank-1.gen-1.log"));
   }
+  std::filesystem::remove_all(dir);
+}
+
+// The rank of the standby test: up until the file `fail` appears beside it, then exits 3; in a
+// later generation it prints the generation's port and resume point and ends.
+const char* const kPythonRank = R"(import os, sys, time
+if os.environ.get("PRIMUS_GENERATION"):
+    print("gen", os.environ["PRIMUS_GENERATION"], os.environ["MASTER_PORT"],
+          os.environ["PRIMUS_RESUME"], "torch" in sys.modules, flush=True)
+    sys.exit(0)
+print("up", flush=True)
+while not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fail")):
+    time.sleep(0.02)
+sys.exit(3)
+)";
+
+bool listening(const std::string& abstract_name) {
+  return read_file("/proc/net/unix").find("@" + abstract_name) != std::string::npos;
+}
+
+// Under srun with a Python rank: on the launcher's word that every rank is up, the node's first
+// task starts the node's standby (python/primus/_standby_node.py, which imports torch), and the
+// replacement of its failed rank is that standby's fork, which has torch loaded before the
+// script runs; the wrapper reports where it came from and the replacement's end as its own.
+TEST(TaskWrapper, TheNodesStandbyMakesTheReplacementAndItsEndIsReported) {
+  const std::string secret = os::make_job_secret();
+  ControlServer server("127.0.0.1", 0, secret, 2, nullptr);
+  const std::string dir = scratch_dir();
+  ASSERT_FALSE(dir.empty());
+  std::ofstream(std::filesystem::path(dir) / "rank.py") << kPythonRank;
+  const std::string build = PRIMUS_BUILD_DIR;
+  const std::string job = std::to_string(::getpid());
+  const std::string name = "primus-standby." + job + ".0.unit";
+  Wrapper wrapper(server, secret, dir, true, {"/usr/bin/python3", dir + "/rank.py"},
+                  {"PYTHONPATH=" + build + "/python/stage",
+                   "LD_LIBRARY_PATH=" + build + "/ckpt/.libs:" + build +
+                       "/collectives/.libs:" + build + "/data/.libs",
+                   "OMP_NUM_THREADS=1", "SLURM_LOCALID=0", "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0",
+                   "SLURMD_NODENAME=unit"});
+  ASSERT_TRUE(wrapper.spawned());
+  ASSERT_TRUE(next(server, ReportKind::kHello).has_value());
+  ASSERT_TRUE(server.send_to_wrapper(1, standby_line()));
+  for (int i = 0; i < 3000 && !listening(name); ++i)
+    ::usleep(20000);
+  ASSERT_TRUE(listening(name)) << read_file(std::filesystem::path(dir) / "standby-unit.log");
+  std::ofstream(std::filesystem::path(dir) / "fail") << "";
+  const auto failed = next(server, ReportKind::kExit);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_TRUE(WIFEXITED(failed->wait_status) && WEXITSTATUS(failed->wait_status) == 3);
+  ASSERT_TRUE(server.send_to_wrapper(1, generation_notice(1, 21000, 21001, "/ckpt/step-20")));
+  const auto source = next(server, ReportKind::kEvent);
+  ASSERT_TRUE(source.has_value());
+  EXPECT_EQ(source->event, "replacement");
+  EXPECT_EQ(source->replacement, "standby");
+  const auto replaced = next(server, ReportKind::kExit);
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->wait_status, 0);
+  const auto status = wrapper.ended(10s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_EQ(read_file(std::filesystem::path(dir) / "rank-1.gen-1.log"),
+            "gen 1 21000 /ckpt/step-20 True\n");
+  EXPECT_NE(read_file(std::filesystem::path(dir) / "standby-unit.log").find("becomes rank 1"),
+            std::string::npos);
+  // The standby ends once its owner has and the rank it made has ended.
+  for (int i = 0; i < 500 && listening(name); ++i)
+    ::usleep(20000);
+  EXPECT_FALSE(listening(name));
   std::filesystem::remove_all(dir);
 }
 
