@@ -139,6 +139,7 @@ std::string status_json(const JobStatus& s) {
     o.field("rank", r.rank);
     o.field("generation", r.generation);
     o.field("failure_time", r.failure_time);
+    o.field("detect_seconds", rounded(r.detect_seconds));
     o.field("tear_down_seconds", rounded(r.tear_down_seconds));
     o.field("place_seconds", rounded(r.place_seconds));
     o.field("regroup_seconds", rounded(r.regroup_seconds));
@@ -235,6 +236,7 @@ JobStatus parse_status(std::string_view text) {
     r.rank = static_cast<std::uint32_t>(get<std::uint64_t>(o, "rank").value_or(0));
     r.generation = static_cast<std::uint32_t>(get<std::uint64_t>(o, "generation").value_or(0));
     r.failure_time = get<double>(o, "failure_time").value_or(0);
+    r.detect_seconds = get<double>(o, "detect_seconds");
     r.tear_down_seconds = get<double>(o, "tear_down_seconds");
     r.place_seconds = get<double>(o, "place_seconds");
     r.regroup_seconds = get<double>(o, "regroup_seconds");

@@ -64,6 +64,9 @@ struct RecoveryStatus {
   std::uint32_t rank = 0;                    // the failed rank
   std::uint32_t generation = 0;              // the generation the rejoin makes
   double failure_time = 0;                   // UNIX time the launcher saw the failure
+  // Before it: how long the failure went unseen (a hang's silence up to --primus-hang-timeout's
+  // verdict; 0 for an end, which the launcher or the task wrapper sees as it happens).
+  std::optional<double> detect_seconds;
   std::optional<double> tear_down_seconds;   // the failure to the last survivor waiting
   std::optional<double> place_seconds;       // then to the replacement started
   std::optional<double> regroup_seconds;     // then to every rank's groups up

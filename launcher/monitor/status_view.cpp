@@ -29,7 +29,7 @@ std::string age(std::optional<double> when, double now) {
   return format("%.1fh ago", seconds / 3600);
 }
 
-// "recovery: rejoin of rank 2 (generation 1), done; tear down 0.000 s, ..., in all 0.310 s;
+// "recovery: rejoin of rank 2 (generation 1), done; detect 0.000 s, tear down 0.000 s, ..., in all 0.310 s;
 // the replacement was the standby; the failure 12.0s ago" (status.json's recovery).
 std::string recovery_line(const RecoveryStatus& r, double now) {
   std::string out = format("recovery: %s of rank %u (generation %u), %s", r.path.c_str(), r.rank,
@@ -40,6 +40,7 @@ std::string recovery_line(const RecoveryStatus& r, double now) {
   const auto add = [&](const char* name, const std::optional<double>& seconds) {
     if (seconds) phases += format("%s%s %.3f s", phases.empty() ? "" : ", ", name, *seconds);
   };
+  add("detect", r.detect_seconds);
   add("tear down", r.tear_down_seconds);
   add("place", r.place_seconds);
   add("regroup", r.regroup_seconds);

@@ -176,6 +176,8 @@ void RankReports::on_rejoin_event(const Report& r) {
                           node_of(*failed),
                           {{"generation", std::to_string(rejoin.generation())},
                            {"seconds", fixed(phases->total())},
+                           {"detect_seconds", fixed(recovery_ ? recovery_->detect_seconds.value_or(0)
+                                                              : 0.0)},
                            {"tear_down_seconds", fixed(phases->tear_down)},
                            {"place_seconds", fixed(phases->place)},
                            {"regroup_seconds", fixed(phases->regroup)},
@@ -225,11 +227,12 @@ void RankReports::replacement_from_standby() {
   }
 }
 
-void RankReports::rejoin_began(std::uint32_t rank) {
+void RankReports::rejoin_began(std::uint32_t rank, double detect_seconds) {
   RecoveryStatus r;
   r.state = "under-way";
   r.phase = "tear-down";
   r.rank = rank;
+  r.detect_seconds = detect_seconds;
   r.generation = context_.rejoin->generation() + 1;
   r.failure_time = unix_now();
   recovery_ = std::move(r);
@@ -330,7 +333,7 @@ RankAction RankReports::rank_failed(std::uint32_t rank, int wait_status) {
                     why)) {
     replaced_end_ = report_.ends.back();
     report_.ends.pop_back();
-    rejoin_began(rank);
+    rejoin_began(rank, 0.0);  // its end is seen as it happens
     context_.events->write({"rejoin",
                             rank,
                             node_of(rank),
@@ -367,8 +370,8 @@ std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
   const auto rank = watch_.hung(now, timeout);
   if (!rank) return std::nullopt;
   const auto node = node_of(*rank);
-  const auto seconds =
-      std::chrono::duration_cast<std::chrono::seconds>(now - watch_.since(*rank, now)).count();
+  const std::chrono::duration<double> silent = now - watch_.since(*rank, now);
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(silent).count();
   context_.events->write({"hang",
                           *rank,
                           node,
@@ -381,7 +384,7 @@ std::optional<std::uint32_t> RankReports::check_hang(Clock::time_point now,
       context_.rejoin->begin(*rank, context_.resume_point || report_.checkpoint_committed, now,
                              why)) {
     // The runner kills it (rejoining()), and the others rejoin with a new rank in its place.
-    rejoin_began(*rank);
+    rejoin_began(*rank, silent.count());
     context_.events->write({"rejoin",
                             *rank,
                             node,

@@ -102,7 +102,8 @@ class RankReports {
   // A rank's own failure (not during a stop): a rejoin where one can be made, else the end.
   RankAction rank_failed(std::uint32_t rank, int wait_status);
   // The rejoin of `rank` began: its recovery, in the tear-down phase.
-  void rejoin_began(std::uint32_t rank);
+  // `detect_seconds`: how long the failure went unseen (RecoveryStatus::detect_seconds).
+  void rejoin_began(std::uint32_t rank, double detect_seconds);
   void recovery_changed();
 
   AttemptContext context_;

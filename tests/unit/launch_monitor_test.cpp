@@ -364,6 +364,7 @@ TEST(LaunchMonitor, TheNewestRejoinsPhasesGoIntoTheStatusAndBack) {
   r.rank = 2;
   r.generation = 1;
   r.failure_time = 990.5;
+  r.detect_seconds = 4.25;
   r.tear_down_seconds = 0.001;
   r.place_seconds = 0.03;
   r.regroup_seconds = 0.09;
@@ -382,11 +383,13 @@ TEST(LaunchMonitor, TheNewestRejoinsPhasesGoIntoTheStatusAndBack) {
   EXPECT_EQ(back.recovery->generation, 1U);
   EXPECT_DOUBLE_EQ(back.recovery->failure_time, 990.5);
   EXPECT_DOUBLE_EQ(back.recovery->regroup_seconds.value_or(0), 0.09);
+  EXPECT_DOUBLE_EQ(back.recovery->detect_seconds.value_or(0), 4.25);
   EXPECT_DOUBLE_EQ(back.recovery->recovery_seconds.value_or(0), 0.171);
   EXPECT_EQ(back.recovery->replacement, "standby");
   EXPECT_EQ(back.recovery->reason, "");
   const std::string view = status_view(back, 1000);
-  EXPECT_NE(view.find("recovery: rejoin of rank 2 (generation 1), done; tear down 0.001 s, "
+  EXPECT_NE(view.find("recovery: rejoin of rank 2 (generation 1), done; detect 4.250 s, "
+                      "tear down 0.001 s, "
                       "place 0.030 s, regroup 0.090 s, restore 0.020 s, first step 0.050 s, "
                       "in all 0.171 s; the replacement was the standby; the failure 9.5s ago"),
             std::string::npos)

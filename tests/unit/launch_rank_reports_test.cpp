@@ -260,6 +260,7 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   EXPECT_EQ(reports.recovery()->rank, 2U);
   EXPECT_EQ(reports.recovery()->generation, 1U);
   EXPECT_GT(reports.recovery()->failure_time, 1.7e9) << "a UNIX time";
+  EXPECT_EQ(reports.recovery()->detect_seconds, std::optional<double>(0.0)) << "an end is seen";
   for (const std::uint32_t r : {0U, 1U, 3U})
     reports.handle(said(r, "rejoin-waiting", 0));
   ASSERT_TRUE(rejoin.ready_to_place());
@@ -302,6 +303,7 @@ TEST_F(RankReportsTest, ARejoinBeginsAtAFailureAndEndsWhenEveryRankIsInTheNextGe
   EXPECT_NE(text.find("\"rejoined\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"regroup_seconds\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"replacement\": \"standby\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"detect_seconds\": \"0.000\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_seconds\": \"0.040\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"restore_sources\": \"memory 1, peer 3\""), std::string::npos) << text;
   // Rank 0's first step in generation 1 ends the rejoin's phases, once.
@@ -402,6 +404,10 @@ TEST_F(RankReportsTest, AHungRankBeginsARejoinAndItsKilledEndIsTheRejoins) {
   const auto hung = reports.check_hang(std::chrono::steady_clock::now() + 60s, 10s);
   ASSERT_TRUE(hung.has_value());
   EXPECT_TRUE(reports.rejoining(*hung));
+  // The recovery's first phase is the silence that made it a hang (60 s and a little more).
+  ASSERT_TRUE(reports.recovery());
+  EXPECT_GE(reports.recovery()->detect_seconds.value_or(0), 60.0);
+  EXPECT_LT(reports.recovery()->detect_seconds.value_or(0), 70.0);
   EXPECT_FALSE(reports.stopping_for_failure());
   EXPECT_FALSE(reports.report().hung.has_value());
   EXPECT_EQ(reports.rank_ended(*hung, SIGKILL), RankAction::kRejoin);
