@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -95,6 +96,23 @@ bool starts_node_standby() {
   return variable("SLURM_LOCALID") == "0";
 }
 
+std::string standby_request(const std::string& assignment, const std::vector<int>& cpus) {
+  nlohmann::json message = nlohmann::json::parse(assignment, nullptr, false);
+  if (!message.is_object() || cpus.empty()) return assignment;
+  message["cpus"] = cpus;
+  return message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::vector<int> own_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
 NodeStandbyProcess start_node_standby(const std::string& executable, const std::string& argv0,
                                       const std::vector<std::string>& env, const std::string& name,
                                       const std::filesystem::path& log) {
@@ -129,7 +147,8 @@ std::optional<StandbyRank> ask_node_standby(const std::string& name, const std::
   }
   made.process.output.reset(fds[0]);
   const os::UniqueFd write_end(fds[1]);
-  if (!send_with_fd(made.connection.get(), assignment, write_end.get())) {
+  const std::string request = standby_request(assignment, own_cpus());
+  if (!send_with_fd(made.connection.get(), request, write_end.get())) {
     why = std::string("the standby did not take the request (") + std::strerror(errno) + ")";
     return std::nullopt;
   }

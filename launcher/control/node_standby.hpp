@@ -44,9 +44,17 @@ struct StandbyRank {
   os::UniqueFd connection;
 };
 
+// The request for a replacement: `assignment` (standby_assignment's line) with "cpus", the CPUs
+// in `cpus` (this task's binding, which the fork takes instead of the standby's, the first
+// task's); none where the set is empty.
+std::string standby_request(const std::string& assignment, const std::vector<int>& cpus);
+
+// The CPUs this process may run on (sched_getaffinity), in order; empty when unknown.
+std::vector<int> own_cpus();
+
 // Asks the standby listening on `name` for rank `rank` with `assignment` (standby_assignment's
-// line), its output logged to `log`. nullopt, with `why`, when none listens, the listener is not
-// of this user, or it refuses or does not answer within a few seconds.
+// line) and this task's CPUs, its output logged to `log`. nullopt, with `why`, when none listens,
+// the listener is not of this user, or it refuses or does not answer within a few seconds.
 std::optional<StandbyRank> ask_node_standby(const std::string& name, const std::string& assignment,
                                             std::uint32_t rank, const std::filesystem::path& log,
                                             std::string& why);

@@ -12,8 +12,10 @@ asked, and stays ready for the next one.
 `python -m primus._standby_node NAME` listens on the abstract Unix socket NAME
 (SOCK_SEQPACKET; the wrapper names it from the job, the step and the node). It binds only once
 its imports are done, so a wrapper that finds no listener starts its replacement afresh. A
-request is one message: the assignment line of primus._standby ({"argv": [...], "env": {...}})
-with one file descriptor, where the rank's standard output and error go. The answers, one
+request is one message: the assignment line of primus._standby ({"argv": [...], "env": {...}},
+and "cpus": the CPUs the asking task is bound to, which the fork binds itself to, since Slurm
+bound this process to the first task's) with one file descriptor, where the rank's standard
+output and error go. The answers, one
 message each: {"pid": N} once the fork exists, then {"wait_status": W} when it has ended, or
 {"error": "..."} for a request refused. Only a peer of this process's user is served (its
 credentials checked). A wrapper that closes its connection has its rank killed. Its standard
@@ -77,7 +79,12 @@ class Node:
         try:
             if len(fds) != 1:
                 raise _standby.Refused("no output descriptor with the request")
-            argv, env = _standby.parse(data.decode("utf-8", "replace"))
+            line = data.decode("utf-8", "replace")
+            argv, env = _standby.parse(line)
+            cpus = json.loads(line).get("cpus")
+            if cpus is not None and not (isinstance(cpus, list) and cpus and all(
+                    isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)):
+                raise _standby.Refused("'cpus' must be a non-empty list of CPU numbers")
         except _standby.Refused as e:
             _send(conn, {"error": str(e)})
             for fd in fds:
@@ -89,7 +96,7 @@ class Node:
         pid = os.fork()
         if pid == 0:
             conn.close()
-            return argv, env, fds[0]
+            return argv, env, fds[0], cpus
         os.close(fds[0])
         print(f"primus standby: pid {pid} becomes rank {env.get('RANK', '?')}", flush=True)
         _send(conn, {"pid": pid})
@@ -167,8 +174,8 @@ class Node:
         conn.close()
 
 
-def become_rank(node, argv, env, output):
-    """In the fork: the rank's output, a fresh signal state, and the rank's program."""
+def become_rank(node, argv, env, output, cpus):
+    """In the fork: the rank's output and CPUs, a fresh signal state, and the rank's program."""
     node.close_all()
     os.dup2(output, 1)
     os.dup2(output, 2)
@@ -179,6 +186,12 @@ def become_rank(node, argv, env, output):
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as e:
+            print(f"primus standby: the rank keeps the standby's CPUs, not {cpus}: {e}",
+                  file=sys.stderr, flush=True)
     _standby.become(argv, env)
 
 

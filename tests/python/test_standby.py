@@ -148,13 +148,35 @@ def test_a_node_standby_kills_the_rank_of_a_wrapper_that_went_away(tmp_path):
         assert node.close() == 0
 
 
+def test_a_node_standby_binds_each_fork_to_the_cpus_of_the_task_that_asked(tmp_path):
+    script = tmp_path / "cpus.py"
+    script.write_text("import os\nprint(sorted(os.sched_getaffinity(0)))\n")
+    allowed = sorted(os.sched_getaffinity(0))
+    node = NodeStandby(tmp_path)
+    try:
+        for cpus in ([allowed[-1]], None):
+            request = json.loads(assignment([str(script)], RANK="3"))
+            if cpus is not None:
+                request["cpus"] = cpus
+            conn, output = node.ask(json.dumps(request))
+            answer(conn)
+            assert answer(conn) == {"wait_status": 0}
+            with os.fdopen(output) as out:
+                assert json.loads(out.read()) == (cpus or allowed)
+            conn.close()
+    finally:
+        assert node.close() == 0
+
+
 def test_a_node_standby_refuses_a_bad_request_and_stays(tmp_path):
     node = NodeStandby(tmp_path)
     try:
-        conn, output = node.ask('{"argv": []}')
-        assert "argv" in answer(conn)["error"]
-        os.close(output)
-        conn.close()
+        no_cpus = json.dumps({**json.loads(assignment(["x.py"])), "cpus": []})
+        for request, refused in (('{"argv": []}', "argv"), (no_cpus, "cpus")):
+            conn, output = node.ask(request)
+            assert refused in answer(conn)["error"]
+            os.close(output)
+            conn.close()
         assert node.proc.poll() is None
     finally:
         assert node.close() == 0

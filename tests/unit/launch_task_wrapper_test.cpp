@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@
 
 #include "control/control_protocol.hpp"
 #include "control/control_server.hpp"
+#include "control/node_standby.hpp"
 #include "primus/os/job_secret.hpp"
 
 extern char** environ;
@@ -194,6 +196,18 @@ sys.exit(3)
 
 bool listening(const std::string& abstract_name) {
   return read_file("/proc/net/unix").find("@" + abstract_name) != std::string::npos;
+}
+
+// The replacement's request carries the asking task's CPUs, which the standby's fork binds
+// itself to (Slurm bound the standby, a child of the node's first task, to that task's).
+TEST(TaskWrapper, TheStandbysRequestCarriesTheTasksCpus) {
+  const std::string assignment = "{\"argv\": [\"t.py\"], \"env\": {\"RANK\": \"3\"}}\n";
+  const std::string request = standby_request(assignment, {2, 5});
+  EXPECT_EQ(request, "{\"argv\":[\"t.py\"],\"cpus\":[2,5],\"env\":{\"RANK\":\"3\"}}\n");
+  EXPECT_EQ(standby_request(assignment, {}), assignment);
+  const std::vector<int> cpus = own_cpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_TRUE(std::is_sorted(cpus.begin(), cpus.end()));
 }
 
 // Under srun with a Python rank: on the launcher's word that every rank is up, the node's first
