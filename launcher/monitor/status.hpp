@@ -60,10 +60,10 @@ struct ExcludedNode {
 struct RecoveryStatus {
   std::string path = "rejoin";
   std::string state;
-  std::string phase;                         // under way and rejoined: the phase now; else ""
-  std::uint32_t rank = 0;                    // the failed rank
-  std::uint32_t generation = 0;              // the generation the rejoin makes
-  double failure_time = 0;                   // UNIX time the launcher saw the failure
+  std::string phase;             // under way and rejoined: the phase now; else ""
+  std::uint32_t rank = 0;        // the failed rank
+  std::uint32_t generation = 0;  // the generation the rejoin makes
+  double failure_time = 0;       // UNIX time the launcher saw the failure
   // Before it: how long the failure went unseen (a hang's silence up to --primus-hang-timeout's
   // verdict; 0 for an end, which the launcher or the task wrapper sees as it happens).
   std::optional<double> detect_seconds;

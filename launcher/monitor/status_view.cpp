@@ -29,8 +29,8 @@ std::string age(std::optional<double> when, double now) {
   return format("%.1fh ago", seconds / 3600);
 }
 
-// "recovery: rejoin of rank 2 (generation 1), done; detect 0.000 s, tear down 0.000 s, ..., in all 0.310 s;
-// the replacement was the standby; the failure 12.0s ago" (status.json's recovery).
+// "recovery: rejoin of rank 2 (generation 1), done; detect 0.000 s, tear down 0.000 s, ..., in all
+// 0.310 s; the replacement was the standby; the failure 12.0s ago" (status.json's recovery).
 std::string recovery_line(const RecoveryStatus& r, double now) {
   std::string out = format("recovery: %s of rank %u (generation %u), %s", r.path.c_str(), r.rank,
                            r.generation, r.state.c_str());

@@ -171,19 +171,19 @@ void RankReports::on_rejoin_event(const Report& r) {
     recovery_->rejoin_seconds = phases->total();
     recovery_changed();
   }
-  context_.events->write({"rejoined",
-                          *failed,
-                          node_of(*failed),
-                          {{"generation", std::to_string(rejoin.generation())},
-                           {"seconds", fixed(phases->total())},
-                           {"detect_seconds", fixed(recovery_ ? recovery_->detect_seconds.value_or(0)
-                                                              : 0.0)},
-                           {"tear_down_seconds", fixed(phases->tear_down)},
-                           {"place_seconds", fixed(phases->place)},
-                           {"regroup_seconds", fixed(phases->regroup)},
-                           {"restore_seconds", fixed(restore)},
-                           {"restore_sources", sources},
-                           {"replacement", from_standby_ ? "standby" : "started"}}});
+  context_.events->write(
+      {"rejoined",
+       *failed,
+       node_of(*failed),
+       {{"generation", std::to_string(rejoin.generation())},
+        {"seconds", fixed(phases->total())},
+        {"detect_seconds", fixed(recovery_ ? recovery_->detect_seconds.value_or(0) : 0.0)},
+        {"tear_down_seconds", fixed(phases->tear_down)},
+        {"place_seconds", fixed(phases->place)},
+        {"regroup_seconds", fixed(phases->regroup)},
+        {"restore_seconds", fixed(restore)},
+        {"restore_sources", sources},
+        {"replacement", from_standby_ ? "standby" : "started"}}});
   std::cerr << "primus-launch: the ranks go on in generation " << rejoin.generation()
             << " with a new rank " << *failed << (from_standby_ ? " from the standby" : "")
             << " (rejoined in " << fixed(phases->total()) << " s)\n";

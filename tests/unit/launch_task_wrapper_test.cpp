@@ -123,6 +123,16 @@ std::string scratch_dir() {
   return made != nullptr ? std::string(made) : std::string();
 }
 
+// The replacement's end is reported (status 0), and the task ends as it did.
+void expect_replacement_and_task_end_cleanly(ControlServer& server, Wrapper& wrapper) {
+  const auto replaced = next(server, ReportKind::kExit);
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->wait_status, 0);
+  const auto status = wrapper.ended(10s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
 TEST(TaskWrapper, OnTheLaunchersWordItKillsItsRankAndStartsTheReplacementInItsTask) {
   const std::string secret = os::make_job_secret();
   ControlServer server("127.0.0.1", 0, secret, 2, nullptr);
@@ -143,12 +153,7 @@ TEST(TaskWrapper, OnTheLaunchersWordItKillsItsRankAndStartsTheReplacementInItsTa
   EXPECT_FALSE(wrapper.ended(300ms).has_value());
   ASSERT_TRUE(
       server.send_to_wrapper(1, generation_notice(1, 21000, 21001, "/ckpt/step-000000000020")));
-  const auto replaced = next(server, ReportKind::kExit);
-  ASSERT_TRUE(replaced.has_value());
-  EXPECT_EQ(replaced->wait_status, 0);
-  const auto status = wrapper.ended(10s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  ASSERT_NO_FATAL_FAILURE(expect_replacement_and_task_end_cleanly(server, wrapper));
   EXPECT_EQ(read_file(std::filesystem::path(dir) / "rank-1.log"), "up\n");
   EXPECT_EQ(read_file(std::filesystem::path(dir) / "rank-1.gen-1.log"),
             "gen 1 21000 21001 tcp /ckpt/step-000000000020\n");
@@ -247,12 +252,7 @@ TEST(TaskWrapper, TheNodesStandbyMakesTheReplacementAndItsEndIsReported) {
   ASSERT_TRUE(source.has_value());
   EXPECT_EQ(source->event, "replacement");
   EXPECT_EQ(source->replacement, "standby");
-  const auto replaced = next(server, ReportKind::kExit);
-  ASSERT_TRUE(replaced.has_value());
-  EXPECT_EQ(replaced->wait_status, 0);
-  const auto status = wrapper.ended(10s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  ASSERT_NO_FATAL_FAILURE(expect_replacement_and_task_end_cleanly(server, wrapper));
   EXPECT_EQ(read_file(std::filesystem::path(dir) / "rank-1.gen-1.log"),
             "gen 1 21000 /ckpt/step-20 True\n");
   EXPECT_NE(read_file(std::filesystem::path(dir) / "standby-unit.log").find("becomes rank 1"),
